@@ -1,0 +1,45 @@
+# Every dependency comes from Debian packages (see tools/install-deps.sh).
+
+find_package(Threads REQUIRED)
+find_package(dlpack REQUIRED)              # libdlpack-dev
+find_package(yaml-cpp REQUIRED)            # libyaml-cpp-dev
+find_package(spdlog REQUIRED)              # libspdlog-dev
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options)  # libboost-dev (DLL), -program-options-dev
+find_package(Torch REQUIRED)               # libtorch-dev (1.13 CPU) or the pip wheel's LibTorch 2.x
+
+# LibTorch 1.13's TORCH_LIBRARIES lists plain names; gather them into one
+# target that carries the include dirs and the C++ ABI flag.
+add_library(rh_torch INTERFACE)
+target_link_libraries(rh_torch INTERFACE ${TORCH_LIBRARIES})
+target_include_directories(rh_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+separate_arguments(_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+target_compile_options(rh_torch INTERFACE ${_torch_flags})
+if(TARGET torch_cuda OR TARGET c10_cuda)
+  set(RH_TORCH_DEVICE "cuda")
+else()
+  set(RH_TORCH_DEVICE "cpu")
+endif()
+target_compile_definitions(rh_torch INTERFACE RH_TORCH_DEVICE="${RH_TORCH_DEVICE}")
+message(STATUS "runner-host: LibTorch ${Torch_VERSION} (${RH_TORCH_DEVICE})")
+
+# Optional: NCCL (with the CUDA toolkit) for the nccl communicator.
+set(RH_HAVE_NCCL OFF)
+if(NOT RH_WITH_NCCL STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    find_path(RH_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(RH_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  endif()
+  if(RH_NCCL_INCLUDE_DIR AND RH_NCCL_LIBRARY)
+    set(RH_HAVE_NCCL ON)
+    message(STATUS "runner-host: NCCL found (${RH_NCCL_LIBRARY}), CUDA ${CUDAToolkit_VERSION}")
+  elseif(RH_WITH_NCCL STREQUAL "ON")
+    message(FATAL_ERROR "RH_WITH_NCCL=ON but CUDA/NCCL were not found")
+  else()
+    message(STATUS "runner-host: NCCL not found; the nccl communicator is not built")
+  endif()
+endif()
+
+# Gloo library (libgloo-dev) for the CPU collectives c10d 1.13 lacks.
+find_library(RH_GLOO_LIBRARY gloo)
+find_path(RH_GLOO_INCLUDE_DIR gloo/reduce_scatter.h)

@@ -1,0 +1,212 @@
+// rh/cpp/plugin.hpp — write a plugin component as an ordinary C++ class.
+//
+// The adapters below generate the C vtable: thin extern-"C"-compatible
+// static functions that route each call to the class and catch every
+// exception (rh::guard), so nothing C++ crosses the ABI. Optional methods
+// that the class does not define become NULL vtable entries (the host's
+// documented default).
+//
+//   class TraceHook {
+//    public:
+//     explicit TraceHook(const rh_CreateArgs& args);            // required
+//     void on_event(const rh_HookEventArgs& event);              // required
+//     uint64_t event_mask() const;                               // optional
+//     int32_t priority() const;                                  // optional
+//   };
+//   static const rh_Component kComponents[] = {
+//     {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_HOOK, RH_STR("trace"),
+//      RH_STR("records every event"), &rh::HookAdapter<TraceHook>::vtable}};
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+#include "rh/cpp/config.hpp"
+#include "rh/cpp/error.hpp"
+#include "rh/rh_plugin.h"
+
+namespace rh {
+
+#define RH_DETAIL_DETECT(name, expr)                           \
+  template <class T, class = void>                             \
+  struct name : std::false_type {};                            \
+  template <class T>                                           \
+  struct name<T, std::void_t<decltype(expr)>> : std::true_type {}
+
+namespace detail {
+RH_DETAIL_DETECT(has_event_mask, std::declval<const T&>().event_mask());
+RH_DETAIL_DETECT(has_priority, std::declval<const T&>().priority());
+RH_DETAIL_DETECT(has_traits, std::declval<const T&>().traits(std::declval<rh_StrategyTraits&>()));
+RH_DETAIL_DETECT(has_wrap, std::declval<T&>().wrap(std::declval<const rh_WrapArgs&>()));
+RH_DETAIL_DETECT(has_optimizer_params,
+                 std::declval<T&>().optimizer_params(std::declval<const rh_OptimParamSink&>()));
+RH_DETAIL_DETECT(has_sync_gradients, std::declval<T&>().sync_gradients(true));
+RH_DETAIL_DETECT(has_after_optimizer_step, std::declval<T&>().after_optimizer_step());
+RH_DETAIL_DETECT(has_state_export, std::declval<T&>().state_export(std::declval<rh_StateDict*>()));
+RH_DETAIL_DETECT(has_state_import,
+                 std::declval<T&>().state_import(std::declval<const rh_StateDict*>()));
+RH_DETAIL_DETECT(has_teardown, std::declval<T&>().teardown());
+RH_DETAIL_DETECT(has_verify, std::declval<T&>().verify(std::declval<const rh_CheckpointFileArgs&>()));
+RH_DETAIL_DETECT(has_flush, std::declval<T&>().flush());
+
+// What every adapter allocates per instance: the host table (to build
+// errors) next to the user's object.
+template <class T>
+struct Box {
+  explicit Box(const rh_CreateArgs& args) : host(args.host), impl(args) {}
+  const rh_HostApi* host;
+  T impl;
+};
+
+template <class T, class Handle>
+Box<T>* unbox(Handle* handle) {
+  return reinterpret_cast<Box<T>*>(handle);
+}
+
+template <class T, class Handle>
+rh_Error* create(const rh_CreateArgs* args, Handle** out) {
+  return guard(args->host, [&] { *out = reinterpret_cast<Handle*>(new Box<T>(*args)); });
+}
+
+template <class T, class Handle>
+void destroy(Handle* handle) {
+  delete unbox<T>(handle);  // destructors must not throw (C++ default)
+}
+}  // namespace detail
+
+// ---- Hooks ---------------------------------------------------------------
+template <class T>
+struct HookAdapter {
+  using Box = detail::Box<T>;
+  static uint64_t EventMask(const rh_HookInstance* h) {
+    if constexpr (detail::has_event_mask<T>::value) {
+      return detail::unbox<T>(const_cast<rh_HookInstance*>(h))->impl.event_mask();
+    } else {
+      return RH_EVENT_MASK_ALL;
+    }
+  }
+  static int32_t Priority(const rh_HookInstance* h) {
+    if constexpr (detail::has_priority<T>::value) {
+      return detail::unbox<T>(const_cast<rh_HookInstance*>(h))->impl.priority();
+    } else {
+      return RH_PRIORITY_NORMAL;
+    }
+  }
+  static rh_Error* OnEvent(rh_HookInstance* h, const rh_HookEventArgs* args) {
+    Box* b = detail::unbox<T>(h);
+    return guard(b->host, [&] { b->impl.on_event(*args); });
+  }
+  static constexpr rh_HookVtable vtable = {
+      RH_HOOK_VTABLE_STRUCT_SIZE,
+      &detail::create<T, rh_HookInstance>,
+      &detail::destroy<T, rh_HookInstance>,
+      detail::has_event_mask<T>::value ? &EventMask : nullptr,
+      detail::has_priority<T>::value ? &Priority : nullptr,
+      &OnEvent,
+  };
+};
+
+// ---- Strategies ----------------------------------------------------------
+template <class T>
+struct StrategyAdapter {
+  using Box = detail::Box<T>;
+  static Box* unbox(rh_StrategyInstance* s) { return detail::unbox<T>(s); }
+
+  static void GetTraits(const rh_StrategyInstance* s, rh_StrategyTraits* out) {
+    if constexpr (detail::has_traits<T>::value)
+      unbox(const_cast<rh_StrategyInstance*>(s))->impl.traits(*out);
+  }
+  static rh_Error* SetupEnv(rh_StrategyInstance* s, rh_SetupEnvArgs* args) {
+    return guard(unbox(s)->host, [&] { unbox(s)->impl.setup_env(*args); });
+  }
+  static rh_Error* Wrap(rh_StrategyInstance* s, const rh_WrapArgs* args) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_wrap<T>::value) unbox(s)->impl.wrap(*args);
+    });
+  }
+  static rh_Error* OptimizerParams(rh_StrategyInstance* s, const rh_OptimParamSink* sink) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_optimizer_params<T>::value) unbox(s)->impl.optimizer_params(*sink);
+    });
+  }
+  static rh_Error* SyncGradients(rh_StrategyInstance* s, int32_t sync) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_sync_gradients<T>::value) unbox(s)->impl.sync_gradients(sync != 0);
+    });
+  }
+  static rh_Error* AfterOptimizerStep(rh_StrategyInstance* s) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_after_optimizer_step<T>::value) unbox(s)->impl.after_optimizer_step();
+    });
+  }
+  static rh_Error* StateExport(rh_StrategyInstance* s, rh_StateDict* dict) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_state_export<T>::value) unbox(s)->impl.state_export(dict);
+    });
+  }
+  static rh_Error* StateImport(rh_StrategyInstance* s, const rh_StateDict* dict) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_state_import<T>::value) unbox(s)->impl.state_import(dict);
+    });
+  }
+  static rh_Error* Teardown(rh_StrategyInstance* s) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_teardown<T>::value) unbox(s)->impl.teardown();
+    });
+  }
+  static constexpr rh_StrategyVtable vtable = {
+      RH_STRATEGY_VTABLE_STRUCT_SIZE,
+      &detail::create<T, rh_StrategyInstance>,
+      &detail::destroy<T, rh_StrategyInstance>,
+      detail::has_traits<T>::value ? &GetTraits : nullptr,
+      &SetupEnv,
+      detail::has_wrap<T>::value ? &Wrap : nullptr,
+      detail::has_optimizer_params<T>::value ? &OptimizerParams : nullptr,
+      detail::has_sync_gradients<T>::value ? &SyncGradients : nullptr,
+      detail::has_after_optimizer_step<T>::value ? &AfterOptimizerStep : nullptr,
+      detail::has_state_export<T>::value ? &StateExport : nullptr,
+      detail::has_state_import<T>::value ? &StateImport : nullptr,
+      detail::has_teardown<T>::value ? &Teardown : nullptr,
+  };
+};
+
+// ---- Checkpoint IO -------------------------------------------------------
+template <class T>
+struct CheckpointIoAdapter {
+  using Box = detail::Box<T>;
+  static Box* unbox(rh_CheckpointIoInstance* c) { return detail::unbox<T>(c); }
+
+  static rh_Error* Save(rh_CheckpointIoInstance* c, const rh_CheckpointFileArgs* args) {
+    return guard(unbox(c)->host, [&] { unbox(c)->impl.save(*args); });
+  }
+  static rh_Error* Load(rh_CheckpointIoInstance* c, const rh_CheckpointFileArgs* args) {
+    return guard(unbox(c)->host, [&] { unbox(c)->impl.load(*args); });
+  }
+  static rh_Error* Verify(rh_CheckpointIoInstance* c, const rh_CheckpointFileArgs* args) {
+    return guard(unbox(c)->host, [&] {
+      if constexpr (detail::has_verify<T>::value) unbox(c)->impl.verify(*args);
+    });
+  }
+  static rh_Error* Flush(rh_CheckpointIoInstance* c) {
+    return guard(unbox(c)->host, [&] {
+      if constexpr (detail::has_flush<T>::value) unbox(c)->impl.flush();
+    });
+  }
+  static constexpr rh_CheckpointIoVtable vtable = {
+      RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE,
+      &detail::create<T, rh_CheckpointIoInstance>,
+      &detail::destroy<T, rh_CheckpointIoInstance>,
+      &Save,
+      &Load,
+      detail::has_verify<T>::value ? &Verify : nullptr,
+      detail::has_flush<T>::value ? &Flush : nullptr,
+  };
+};
+
+// Logging from a component: rh::log(args.host, args.context, RH_LOG_INFO, "msg").
+inline void log(const rh_HostApi* host, rh_Context* context, rh_LogLevel level,
+                const std::string& message) {
+  host->Log(context, level, message.data(), message.size());
+}
+
+}  // namespace rh
