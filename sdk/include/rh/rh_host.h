@@ -224,8 +224,9 @@ typedef struct rh_CreateArgs {
   rh_Context* context;         /* owned by the host, valid until Destroy */
   const rh_ConfigNode* config; /* the component's YAML subtree (never NULL) */
   rh_StringView type_name;     /* the `type:` that selected this component */
+  rh_StringView work_dir;      /* the job's work_dir (absolute; may not exist yet) */
 } rh_CreateArgs;
-#define RH_CREATE_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_CreateArgs, type_name)
+#define RH_CREATE_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_CreateArgs, work_dir)
 
 #ifdef __cplusplus
 } /* extern "C" */
