@@ -5,8 +5,6 @@
 # that `rh_plugin_info` is its only exported symbol, and --no-undefined so a
 # missing library is a link error rather than a load-time refusal. TORCH links
 # LibTorch and defines RH_TORCH_DEVICE for the native ABI tag.
-set(_RH_SDK_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
-
 function(rh_add_plugin target)
   cmake_parse_arguments(ARG "TORCH" "OUTPUT_DIRECTORY" "SOURCES" ${ARGN})
   if(NOT ARG_SOURCES)
@@ -14,7 +12,9 @@ function(rh_add_plugin target)
   endif()
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE RunnerHostSDK::sdk)
-  set(_map "${_RH_SDK_CMAKE_DIR}/rh_plugin.map")
+  # The directory of this file, wherever the function is called from (a
+  # variable set at include time would only be visible in the includer's scope).
+  set(_map "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/rh_plugin.map")
   set_target_properties(${target} PROPERTIES
     C_VISIBILITY_PRESET hidden
     CXX_VISIBILITY_PRESET hidden

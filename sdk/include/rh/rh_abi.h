@@ -20,8 +20,10 @@
  *  - Strings are (data, size) views, never assumed NUL-terminated.
  *  - Every destroy function accepts NULL.
  *
- * CHANGELOG
- *   1.0  first stable version.
+ * CHANGELOG (one line per minor version)
+ *   1.0  first stable version: rh_HostApi (errors, logging, config, tensors,
+ *        run state, state dicts, communicator), strategy, hook and
+ *        checkpoint-IO vtables, rh_PluginInfo entry point.
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -44,8 +46,7 @@ extern "C" {
 
 /* True when `ptr` (a struct of `type` filled by a peer) is big enough to
  * contain `field`. Use before reading any field appended after 1.0. */
-#define RH_STRUCT_HAS(ptr, type, field) \
-  ((ptr)->struct_size >= RH_STRUCT_SIZE(type, field))
+#define RH_STRUCT_HAS(ptr, type, field) ((ptr)->struct_size >= RH_STRUCT_SIZE(type, field))
 
 #if defined(__cplusplus)
 #define RH_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
@@ -68,20 +69,21 @@ typedef struct rh_StringView {
 } rh_StringView;
 
 /* Static initializer from a string literal: rh_StringView s = RH_STR("x"); */
-#define RH_STR(literal) {(literal), sizeof(literal) - 1}
+#define RH_STR(literal) \
+  { (literal), sizeof(literal) - 1 }
 
 /* Error codes. Values are fixed forever; new codes are appended. */
 typedef enum rh_ErrorCode {
-  RH_ERROR_OK = 0,                /* never carried by an rh_Error */
-  RH_ERROR_INTERNAL = 1,          /* a bug or an unexpected failure */
-  RH_ERROR_INVALID_ARGUMENT = 2,  /* a bad argument or call sequence */
-  RH_ERROR_INVALID_CONFIG = 3,    /* a bad key or value in the job file */
-  RH_ERROR_NOT_FOUND = 4,         /* file, key or name does not exist */
-  RH_ERROR_UNIMPLEMENTED = 5,     /* valid request this component can't do */
-  RH_ERROR_IO = 6,                /* file system or network failure */
-  RH_ERROR_TIMEOUT = 7,           /* a collective or wait ran past its limit */
-  RH_ERROR_CANCELLED = 8,         /* stopped by a signal or another rank */
-  RH_ERROR_DATA_LOSS = 9,         /* truncated or corrupted data detected */
+  RH_ERROR_OK = 0,                  /* never carried by an rh_Error */
+  RH_ERROR_INTERNAL = 1,            /* a bug or an unexpected failure */
+  RH_ERROR_INVALID_ARGUMENT = 2,    /* a bad argument or call sequence */
+  RH_ERROR_INVALID_CONFIG = 3,      /* a bad key or value in the job file */
+  RH_ERROR_NOT_FOUND = 4,           /* file, key or name does not exist */
+  RH_ERROR_UNIMPLEMENTED = 5,       /* valid request this component can't do */
+  RH_ERROR_IO = 6,                  /* file system or network failure */
+  RH_ERROR_TIMEOUT = 7,             /* a collective or wait ran past its limit */
+  RH_ERROR_CANCELLED = 8,           /* stopped by a signal or another rank */
+  RH_ERROR_DATA_LOSS = 9,           /* truncated or corrupted data detected */
   RH_ERROR_FAILED_PRECONDITION = 10 /* state does not allow the call */
 } rh_ErrorCode;
 
@@ -91,9 +93,9 @@ typedef struct rh_Error rh_Error;
 
 /* The three kinds of component a plugin can provide. */
 typedef enum rh_ComponentKind {
-  RH_COMPONENT_STRATEGY = 1,      /* vtable: rh_StrategyVtable (rh_strategy.h) */
-  RH_COMPONENT_HOOK = 2,          /* vtable: rh_HookVtable (rh_hook.h) */
-  RH_COMPONENT_CHECKPOINT_IO = 3  /* vtable: rh_CheckpointIoVtable (rh_ckpt_io.h) */
+  RH_COMPONENT_STRATEGY = 1,     /* vtable: rh_StrategyVtable (rh_strategy.h) */
+  RH_COMPONENT_HOOK = 2,         /* vtable: rh_HookVtable (rh_hook.h) */
+  RH_COMPONENT_CHECKPOINT_IO = 3 /* vtable: rh_CheckpointIoVtable (rh_ckpt_io.h) */
 } rh_ComponentKind;
 
 #ifdef __cplusplus

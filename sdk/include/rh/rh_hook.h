@@ -19,7 +19,8 @@ extern "C" {
 #endif
 
 /* Events. Values are fixed forever; a later minor version adds events with
- * values >= RH_EVENT_COUNT_V1. Bit i of an event mask stands for event i. */
+ * values >= RH_EVENT_COUNT_V1 (at most 64 in ABI 1: masks are 64-bit).
+ * Bit i of an event mask stands for event i. */
 typedef enum rh_HookEvent {
   RH_EVENT_BEFORE_RUN = 0,
   RH_EVENT_AFTER_RUN = 1,
@@ -65,13 +66,14 @@ typedef enum rh_HookEvent {
 typedef struct rh_HookEventArgs {
   size_t struct_size;
   rh_HookEvent event;
-  const rh_RunState* state;   /* counters at the event; never NULL */
-  const rh_Metric* metrics;   /* after_*_iter: loss, lr...; after_*_epoch of
-                                 val/test: the loop's metrics; else NULL */
+  const rh_RunState* state; /* counters at the event; never NULL */
+  const rh_Metric* metrics; /* after_*_iter: loss, lr...; after_*_epoch of
+                               val/test: the loop's metrics; else NULL */
   size_t num_metrics;
-  /* before_save_checkpoint: the checkpoint being written; a hook may add its
-   * own state (keys are prefixed by the host with "hooks.<type>.").
-   * after_load_checkpoint: the checkpoint just read. Otherwise NULL. */
+  /* before_save_checkpoint: a dict for this hook instance's own state, saved
+   * with the checkpoint (the host namespaces it per hook instance, so keys
+   * need no prefix). after_load_checkpoint: the same dict as it was saved
+   * (empty when the checkpoint has none for this hook). Otherwise NULL. */
   rh_StateDict* checkpoint;
   rh_StringView checkpoint_dir; /* save/load events: the directory; else empty */
 } rh_HookEventArgs;

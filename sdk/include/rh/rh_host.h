@@ -6,10 +6,10 @@
  * the struct (a newer host's table is larger than the plugin's headers know).
  *
  * Every function here is implemented by the host. Functions are thread-safe
- * unless their comment says otherwise. A NULL entry means this host does not
- * provide it (e.g. Comm_* before a distributed backend exists): check before
- * calling, or use the C++ helpers (rh/cpp/host.hpp), which turn a missing
- * entry into an RH_ERROR_UNIMPLEMENTED error.
+ * unless their comment says otherwise. Errors, Log*, Config_* and
+ * StateDict_* are always provided. Any other entry may be NULL, meaning this
+ * host does not provide it (e.g. Comm_* in a single-process run, or a host of
+ * an older minor): check before calling.
  *
  * Handles (all opaque, all owned by the host):
  *   rh_Context     one per plugin (given to Init) and one per component
@@ -63,27 +63,24 @@ typedef enum rh_ReduceOp {
 } rh_ReduceOp;
 
 /* What the runner is doing. */
-typedef enum rh_RunMode {
-  RH_MODE_TRAIN = 0,
-  RH_MODE_VAL = 1,
-  RH_MODE_TEST = 2
-} rh_RunMode;
+typedef enum rh_RunMode { RH_MODE_TRAIN = 0, RH_MODE_VAL = 1, RH_MODE_TEST = 2 } rh_RunMode;
 
 /* Loop counters as the host sees them. The caller sets struct_size. */
 typedef struct rh_RunState {
   size_t struct_size;
   rh_RunMode mode;
-  int64_t epoch;       /* 0-based epoch being run (or finished at after_*) */
-  int64_t iter;        /* 0-based global train iteration */
-  int64_t inner_iter;  /* 0-based iteration within the current epoch/loop */
-  int64_t max_epochs;  /* 0 when the loop is iteration based */
-  int64_t max_iters;   /* total train iterations of the run */
-  int32_t rank;        /* this process's global rank */
-  int32_t world_size;  /* number of ranks */
+  int64_t epoch;      /* 0-based epoch being run (or finished at after_*) */
+  int64_t iter;       /* 0-based global train iteration */
+  int64_t inner_iter; /* 0-based iteration within the current epoch/loop */
+  int64_t max_epochs; /* 0 when the loop is iteration based */
+  int64_t max_iters;  /* total train iterations of the run */
+  int32_t rank;       /* this process's global rank */
+  int32_t world_size; /* number of ranks */
 } rh_RunState;
 #define RH_RUN_STATE_STRUCT_SIZE RH_STRUCT_SIZE(rh_RunState, world_size)
 
-/* One named scalar (a loss, a learning rate, an accuracy). */
+/* One named scalar (a loss, a learning rate, an accuracy). Used in arrays,
+ * so it has no struct_size and is frozen for ABI 1 (as is rh_StringView). */
 typedef struct rh_Metric {
   rh_StringView name; /* owned by whoever owns the array holding it */
   double value;
@@ -192,8 +189,8 @@ typedef struct rh_HostApi {
   rh_Error* (*Comm_AllReduce)(rh_Comm* comm, DLManagedTensor* tensor, rh_ReduceOp op,
                               rh_CommWork** work);
   /* `output` holds Comm_Size inputs concatenated in rank order (dim 0). */
-  rh_Error* (*Comm_AllGather)(rh_Comm* comm, const DLManagedTensor* input,
-                              DLManagedTensor* output, rh_CommWork** work);
+  rh_Error* (*Comm_AllGather)(rh_Comm* comm, const DLManagedTensor* input, DLManagedTensor* output,
+                              rh_CommWork** work);
   /* `input` holds Comm_Size equal chunks (dim 0); rank r gets the reduction
    * of every rank's chunk r in `output`. */
   rh_Error* (*Comm_ReduceScatter)(rh_Comm* comm, const DLManagedTensor* input,
@@ -205,8 +202,7 @@ typedef struct rh_HostApi {
   /* A subgroup of `comm` made of `ranks` (ranks of `comm`, ascending). Every
    * rank of `comm` must call it with the same list; ranks not in the list get
    * *out == NULL. The subgroup is owned by the host. */
-  rh_Error* (*Comm_NewGroup)(rh_Comm* comm, const int32_t* ranks, size_t num_ranks,
-                             rh_Comm** out);
+  rh_Error* (*Comm_NewGroup)(rh_Comm* comm, const int32_t* ranks, size_t num_ranks, rh_Comm** out);
   /* Blocks until the collective finished; returns its error if it failed. */
   rh_Error* (*CommWork_Wait)(rh_CommWork* work);
   /* Non-blocking: 1 when finished (successfully or not), 0 otherwise. */

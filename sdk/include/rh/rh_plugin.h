@@ -41,6 +41,8 @@ extern "C" {
  * LibTorch (e.g. one written in C) sets torch_version to the empty string and
  * is accepted by any host. */
 typedef struct rh_NativeTag {
+  /* Embedded by value in rh_PluginInfo, so its layout is frozen for ABI 1;
+   * struct_size is checked but can never grow. */
   size_t struct_size;
   rh_StringView torch_version; /* "1.13.0"; empty = does not link LibTorch */
   rh_StringView device;        /* "cpu" or "cuda" (the LibTorch build's) */
@@ -48,7 +50,8 @@ typedef struct rh_NativeTag {
 } rh_NativeTag;
 #define RH_NATIVE_TAG_STRUCT_SIZE RH_STRUCT_SIZE(rh_NativeTag, cxx11_abi)
 /* Initializer for plugins that do not link LibTorch. */
-#define RH_NATIVE_TAG_NONE {RH_NATIVE_TAG_STRUCT_SIZE, RH_STR(""), RH_STR(""), -1}
+#define RH_NATIVE_TAG_NONE \
+  { RH_NATIVE_TAG_STRUCT_SIZE, RH_STR(""), RH_STR(""), -1 }
 
 /* One component a plugin provides. */
 typedef struct rh_Component {
@@ -71,14 +74,19 @@ typedef struct rh_InitArgs {
 } rh_InitArgs;
 #define RH_INIT_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_InitArgs, context)
 
+/* struct_size, abi_major and abi_minor are the fixed prefix of every ABI
+ * major version: the host reads them before anything else. */
 typedef struct rh_PluginInfo {
   size_t struct_size;
-  uint32_t abi_major;        /* RH_ABI_VERSION_MAJOR the plugin was built with */
-  uint32_t abi_minor;        /* RH_ABI_VERSION_MINOR the plugin was built with */
-  rh_StringView name;        /* plugin name, e.g. "rh_strategy_ddp"; static */
-  rh_StringView version;     /* plugin version, e.g. "0.1.0"; static */
-  rh_NativeTag native_tag;   /* see above */
-  const rh_Component* components; /* static array of num_components */
+  uint32_t abi_major;      /* RH_ABI_VERSION_MAJOR the plugin was built with */
+  uint32_t abi_minor;      /* RH_ABI_VERSION_MINOR the plugin was built with */
+  rh_StringView name;      /* plugin name, e.g. "rh_strategy_ddp"; static */
+  rh_StringView version;   /* plugin version, e.g. "0.1.0"; static */
+  rh_NativeTag native_tag; /* see above */
+  /* Static array of num_components. Every element has the same struct_size,
+   * which is also the array's stride (a newer plugin's elements may be
+   * larger than this header's rh_Component). */
+  const rh_Component* components;
   size_t num_components;
   /* Optional. Called once, before the first Create of any of its
    * components; an error stops the job, reported with the plugin's path. */
@@ -91,8 +99,7 @@ typedef struct rh_PluginInfo {
 /* The entry point. Returns static data valid until the process exits (the
  * library is never unloaded), or NULL when the plugin cannot work with a
  * host of this ABI version (the host reports it as refused). */
-typedef const rh_PluginInfo* (*rh_PluginInfoFn)(uint32_t host_abi_major,
-                                                 uint32_t host_abi_minor);
+typedef const rh_PluginInfo* (*rh_PluginInfoFn)(uint32_t host_abi_major, uint32_t host_abi_minor);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -40,11 +40,11 @@ typedef enum rh_UnitPhase {
 } rh_UnitPhase;
 
 typedef struct rh_ParamInfo {
-  size_t struct_size;          /* set by the caller */
-  rh_StringView name;          /* e.g. "blocks.0.attn.qkv.weight"; owned by the model */
-  rh_StringView module_path;   /* e.g. "blocks.0.attn.qkv"; owned by the model */
-  int32_t requires_grad;       /* 0 for frozen parameters */
-  int32_t unit;                /* index of the unit owning it, 0..num_units-1 */
+  size_t struct_size;        /* set by the caller */
+  rh_StringView name;        /* e.g. "blocks.0.attn.qkv.weight"; owned by the model */
+  rh_StringView module_path; /* e.g. "blocks.0.attn.qkv"; owned by the model */
+  int32_t requires_grad;     /* 0 for frozen parameters */
+  int32_t unit;              /* index of the unit owning it, 0..num_units-1 */
   /* View of the parameter's current data. Borrowed: valid until the next
    * Model_SetParamData on this parameter or the end of the run. */
   DLManagedTensor* data;
@@ -95,26 +95,26 @@ typedef struct rh_StrategyInstance rh_StrategyInstance; /* owned by the plugin *
  * sets struct_size and pre-fills every field with its default below. */
 typedef struct rh_StrategyTraits {
   size_t struct_size;
-  rh_LoadPhase load_phase;     /* default RH_LOAD_BEFORE_WRAP */
-  int32_t needs_comm;          /* 1: needs the world communicator (default 0) */
-  int32_t sharded_checkpoint;  /* 1: every rank writes its own shard (default 0) */
+  rh_LoadPhase load_phase;    /* default RH_LOAD_BEFORE_WRAP */
+  int32_t needs_comm;         /* 1: needs the world communicator (default 0) */
+  int32_t sharded_checkpoint; /* 1: every rank writes its own shard (default 0) */
 } rh_StrategyTraits;
 #define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, sharded_checkpoint)
 
 /* SetupEnv: rendezvous is done; choose the device, seed the generators. */
 typedef struct rh_SetupEnvArgs {
   size_t struct_size;
-  rh_Comm* world;       /* the world communicator, NULL in one process */
-  int32_t local_rank;   /* rank on this node */
-  uint64_t seed;        /* the job's seed (already offset if diff_rank_seed) */
-  DLDevice device;      /* out: the device this rank computes on */
+  rh_Comm* world;     /* the world communicator, NULL in one process */
+  int32_t local_rank; /* rank on this node */
+  uint64_t seed;      /* the job's seed (already offset if diff_rank_seed) */
+  DLDevice device;    /* in: {kDLCPU, 0}; out: the device this rank computes on */
 } rh_SetupEnvArgs;
 #define RH_SETUP_ENV_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_SetupEnvArgs, device)
 
 /* Wrap: the model is built and initialised on every rank. */
 typedef struct rh_WrapArgs {
   size_t struct_size;
-  rh_Model* model;            /* owned by the host, valid until the end of the run */
+  rh_Model* model;              /* owned by the host, valid until the end of the run */
   const rh_ModelApi* model_api; /* owned by the host, valid until exit */
 } rh_WrapArgs;
 #define RH_WRAP_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_WrapArgs, model_api)
@@ -122,7 +122,7 @@ typedef struct rh_WrapArgs {
 /* One tensor the optimizer updates. */
 typedef struct rh_OptimParam {
   size_t struct_size;
-  rh_StringView name;     /* parameter name (paramwise_cfg matches it); copied */
+  rh_StringView name; /* parameter name (paramwise_cfg matches it); copied */
   /* The values the optimizer updates in place. Ownership passes to the host
    * (it calls the deleter when the optimizer is destroyed). */
   DLManagedTensor* param;

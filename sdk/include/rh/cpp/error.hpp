@@ -77,19 +77,24 @@ inline rh_Error* make_error(const rh_HostApi* host, rh_ErrorCode code, const std
 
 // Runs fn() and converts any exception into an rh_Error owned by the caller:
 // the trampoline every extern "C" entry of a C++ plugin goes through.
+// (No std::string is built in the handlers: out of memory there would end
+// the program.)
 template <class Fn>
 rh_Error* guard(const rh_HostApi* host, Fn&& fn) noexcept {
+  auto error = [host](rh_ErrorCode code, const char* what) {
+    return host->Error_Create(code, what, std::char_traits<char>::length(what));
+  };
   try {
     fn();
     return nullptr;
   } catch (const Exception& e) {
-    return make_error(host, e.code(), e.what());
+    return error(e.code(), e.what());
   } catch (const std::bad_alloc&) {
-    return make_error(host, RH_ERROR_INTERNAL, "out of memory");
+    return error(RH_ERROR_INTERNAL, "out of memory");
   } catch (const std::exception& e) {
-    return make_error(host, RH_ERROR_INTERNAL, e.what());
+    return error(RH_ERROR_INTERNAL, e.what());
   } catch (...) {
-    return make_error(host, RH_ERROR_INTERNAL, "unknown C++ exception");
+    return error(RH_ERROR_INTERNAL, "unknown C++ exception");
   }
 }
 

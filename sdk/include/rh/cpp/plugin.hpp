@@ -27,10 +27,10 @@
 
 namespace rh {
 
-#define RH_DETAIL_DETECT(name, expr)                           \
-  template <class T, class = void>                             \
-  struct name : std::false_type {};                            \
-  template <class T>                                           \
+#define RH_DETAIL_DETECT(name, expr) \
+  template <class T, class = void>   \
+  struct name : std::false_type {};  \
+  template <class T>                 \
   struct name<T, std::void_t<decltype(expr)>> : std::true_type {}
 
 namespace detail {
@@ -46,7 +46,8 @@ RH_DETAIL_DETECT(has_state_export, std::declval<T&>().state_export(std::declval<
 RH_DETAIL_DETECT(has_state_import,
                  std::declval<T&>().state_import(std::declval<const rh_StateDict*>()));
 RH_DETAIL_DETECT(has_teardown, std::declval<T&>().teardown());
-RH_DETAIL_DETECT(has_verify, std::declval<T&>().verify(std::declval<const rh_CheckpointFileArgs&>()));
+RH_DETAIL_DETECT(has_verify,
+                 std::declval<T&>().verify(std::declval<const rh_CheckpointFileArgs&>()));
 RH_DETAIL_DETECT(has_flush, std::declval<T&>().flush());
 
 // What every adapter allocates per instance: the host table (to build
@@ -136,7 +137,8 @@ struct StrategyAdapter {
   }
   static rh_Error* AfterOptimizerStep(rh_StrategyInstance* s) {
     return guard(unbox(s)->host, [&] {
-      if constexpr (detail::has_after_optimizer_step<T>::value) unbox(s)->impl.after_optimizer_step();
+      if constexpr (detail::has_after_optimizer_step<T>::value)
+        unbox(s)->impl.after_optimizer_step();
     });
   }
   static rh_Error* StateExport(rh_StrategyInstance* s, rh_StateDict* dict) {

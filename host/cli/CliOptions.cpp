@@ -1,0 +1,77 @@
+#include "cli/CliOptions.hpp"
+
+#include <boost/program_options.hpp>
+#include <sstream>
+#include <stdexcept>
+
+namespace po = boost::program_options;
+
+namespace rh::cli {
+namespace {
+
+po::options_description describe() {
+  po::options_description d("Options");
+  d.add_options()("config,c", po::value<std::string>()->value_name("FILE"), "the YAML job file")(
+      "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
+      "override a job key (repeatable); VALUE is YAML: 3e-4, [1, 2], 'text'")(
+      "plugin-path", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
+      "search DIR for plugins before RH_PLUGIN_PATH and the install (repeatable)")(
+      "list-plugins",
+      "list every plugin found (kind, type names, versions, tags) and why any was refused")(
+      "print-config", "print the job after _base_ includes and --set overrides, then exit")(
+      "dry-run",
+      "validate the job and create every plugin component, then exit; builds and writes nothing")(
+      "log-level", po::value<std::string>()->value_name("LEVEL"),
+      "trace, debug, info, warn or error")("version", "print the version, ABI and native tag")(
+      "help,h", "show this help");
+  return d;
+}
+
+}  // namespace
+
+std::string cli_help() {
+  std::ostringstream out;
+  out << "Usage: runner-host --config JOB.yaml [options]\n\n"
+      << "Trains a LibTorch model as the YAML job says; strategies, hooks and checkpoint\n"
+      << "storage are plugins (shared libraries) found on the plugin search path:\n"
+      << "  1. a component's `plugin:` path in the job file (relative to the job file)\n"
+      << "  2. --plugin-path DIR (in order)\n"
+      << "  3. RH_PLUGIN_PATH (colon-separated)\n"
+      << "  4. the install's plugin directory (<prefix>/lib/runner-host/plugins)\n\n"
+      << describe() << "\n"
+      << "Examples:\n"
+      << "  runner-host --config configs/quickstart.yaml\n"
+      << "  runner-host --config job.yaml --set optim_wrapper.optimizer.lr=3e-4 --set "
+         "train_cfg.max_epochs=2\n"
+      << "  runner-host --config job.yaml --dry-run\n"
+      << "  runner-host --config job.yaml --print-config\n"
+      << "  runner-host --list-plugins --plugin-path ./my_plugins\n\n"
+      << "Exit codes: 0 success, 2 invalid job or plugin (nothing was created or written), 1 run "
+         "failure.\n";
+  return out.str();
+}
+
+CliOptions parse_cli(int argc, const char* const* argv) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(describe()).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw std::runtime_error(e.what());
+  }
+  CliOptions o;
+  if (vm.count("config")) o.config = vm["config"].as<std::string>();
+  if (vm.count("set")) o.set_args = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("plugin-path")) o.plugin_paths = vm["plugin-path"].as<std::vector<std::string>>();
+  o.list_plugins = vm.count("list-plugins") > 0;
+  o.print_config = vm.count("print-config") > 0;
+  o.dry_run = vm.count("dry-run") > 0;
+  if (vm.count("log-level")) o.log_level = vm["log-level"].as<std::string>();
+  o.version = vm.count("version") > 0;
+  o.help = vm.count("help") > 0;
+  if (!o.help && !o.version && !o.list_plugins && o.config.empty())
+    throw std::runtime_error("--config is required (or --list-plugins, --version, --help)");
+  return o;
+}
+
+}  // namespace rh::cli

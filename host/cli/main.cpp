@@ -1,0 +1,171 @@
+// runner-host: load the job, load the plugins, check everything, then run.
+//
+// Exit codes: 0 success; 2 the job or a plugin is invalid (reported before
+// anything is created, written or launched); 1 the run itself failed.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/CliOptions.hpp"
+#include "cli/PluginListing.hpp"
+#include "config/ConfigNode.hpp"
+#include "config/JobLoader.hpp"
+#include "config/JobSchema.hpp"
+#include "config/Schema.hpp"
+#include "plugins/ComponentFactory.hpp"
+#include "plugins/HostApi.hpp"
+#include "plugins/HostError.hpp"
+#include "plugins/PluginRegistry.hpp"
+#include "plugins/SearchPath.hpp"
+#include "torch/BlasCheck.hpp"
+#include "torch/TorchServices.hpp"
+
+namespace fs = std::filesystem;
+using namespace rh;
+
+namespace {
+
+constexpr int kExitRunFailed = 1;
+constexpr int kExitInvalid = 2;
+
+int fail(int code, const std::string& message) {
+  std::cerr << "runner-host: error: " << message << "\n";
+  return code;
+}
+
+bool set_log_level(const std::string& level) {
+  static const std::vector<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
+  if (std::find(kLevels.begin(), kLevels.end(), level) == kLevels.end()) return false;
+  spdlog::set_level(spdlog::level::from_str(level == "warn" ? "warning" : level));
+  return true;
+}
+
+// Keys the job may leave out and that --print-config should still show.
+void apply_defaults(config::Node& root) {
+  if (root.find("strategy") == nullptr) {
+    config::Location where{"(default)"};
+    auto strategy = config::Node::make_map(where);
+    strategy->set("type", config::Node::make_scalar("single", false, where), where);
+    root.set("strategy", strategy, where);
+    root.assign_paths();
+  }
+}
+
+void warn_on_reference_blas() {
+  std::string blas = host::loaded_blas_path();
+  if (host::is_reference_blas(blas)) {
+    spdlog::warn(
+        "LibTorch runs on the reference BLAS ({}): matrix products are about 8x slower. "
+        "Install OpenBLAS: apt-get install libopenblas0-pthread",
+        blas);
+  }
+}
+
+// The components the job names, created once so that every plugin checks its
+// own subtree (lifecycle step 1).
+struct JobComponents {
+  std::unique_ptr<host::StrategyInstance> strategy;
+  std::vector<std::unique_ptr<host::HookInstance>> hooks;
+  std::unique_ptr<host::CheckpointIoInstance> checkpoint_io;
+};
+
+JobComponents create_components(host::ComponentFactory& factory, const config::Node& root) {
+  JobComponents c;
+  if (const config::Node* s = root.find("strategy")) c.strategy = factory.create_strategy(*s);
+  if (const config::Node* hooks = root.find("hooks"))
+    for (const auto& h : hooks->seq_items()) c.hooks.push_back(factory.create_hook(*h));
+  if (const config::Node* io = root.find("checkpoint_io"))
+    c.checkpoint_io = factory.create_checkpoint_io(*io);
+  return c;
+}
+
+std::string default_work_dir(const config::Node& root, const std::string& config_path) {
+  if (const config::Node* w = root.find("work_dir")) return fs::absolute(w->as_string()).string();
+  return fs::absolute(fs::path("work_dirs") / fs::path(config_path).stem()).string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("runner-host");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+
+  cli::CliOptions opts;
+  try {
+    opts = cli::parse_cli(argc, argv);
+  } catch (const std::exception& e) {
+    return fail(kExitInvalid, std::string(e.what()) + " (see runner-host --help)");
+  }
+  if (opts.help) {
+    std::cout << cli::cli_help();
+    return 0;
+  }
+  const host::NativeTag tag = host::host_native_tag();
+  if (opts.version) {
+    std::cout << "runner-host " << RH_VERSION << " (ABI " << RH_ABI_VERSION_MAJOR << "."
+              << RH_ABI_VERSION_MINOR << ", native tag " << tag.str() << ")\n";
+    return 0;
+  }
+  if (opts.log_level && !set_log_level(*opts.log_level))
+    return fail(kExitInvalid, "--log-level: expected trace, debug, info, warn or error, got '" +
+                                  *opts.log_level + "'");
+
+  host::HostServices services;
+  host::install_torch_services(services);
+  warn_on_reference_blas();
+
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  host::PluginRegistry registry(tag, services);
+  registry.scan(host::plugin_search_dirs(opts.plugin_paths, std::getenv("RH_PLUGIN_PATH"), exe));
+  if (opts.list_plugins) {
+    std::cout << cli::list_plugins(registry);
+    return 0;
+  }
+
+  // Step 0: the whole job is read and validated before anything is created.
+  config::Job job;
+  try {
+    job = config::load_job(opts.config, opts.set_args);
+    apply_defaults(*job.root);
+    auto errors = config::validate(*job.root, config::job_schema());
+    if (!errors.empty()) {
+      for (const auto& e : errors) std::cerr << "runner-host: error: " << e.what() << "\n";
+      return kExitInvalid;
+    }
+  } catch (const config::ConfigError& e) {
+    return fail(kExitInvalid, e.what());
+  }
+  if (opts.print_config) {
+    std::cout << config::to_yaml(*job.root);
+    return 0;
+  }
+  if (!opts.log_level)
+    if (const config::Node* level = job.root->find("log_level")) set_log_level(level->as_string());
+
+  // Step 1: create the job's plugin components; each validates its subtree.
+  const fs::path job_dir = fs::absolute(opts.config).parent_path();
+  host::ComponentFactory factory(registry, services, job_dir,
+                                 default_work_dir(*job.root, opts.config));
+  JobComponents components;
+  try {
+    components = create_components(factory, *job.root);
+  } catch (const std::exception& e) {
+    return fail(kExitInvalid, e.what());
+  }
+  if (opts.dry_run) {
+    spdlog::info(
+        "dry run: the job is valid; strategy {}, {} hook(s), checkpoint_io {}",
+        components.strategy->type(), components.hooks.size(),
+        components.checkpoint_io ? components.checkpoint_io->type() : "safetensors (default)");
+    return 0;
+  }
+  return fail(kExitRunFailed,
+              "this build of runner-host validates jobs and loads plugins, but the training "
+              "lifecycle is not "
+              "built yet; use --dry-run");
+}

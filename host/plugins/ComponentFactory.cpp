@@ -1,0 +1,249 @@
+#include "plugins/ComponentFactory.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "config/ConfigNode.hpp"
+#include "config/Suggest.hpp"
+#include "plugins/HostApi.hpp"
+#include "plugins/HostError.hpp"
+#include "plugins/PluginCall.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rh::host {
+namespace {
+
+const rh_ConfigNode* handle_of(const config::Node& n) {
+  return reinterpret_cast<const rh_ConfigNode*>(&n);
+}
+
+[[noreturn]] void config_error(const config::Node& at, const std::string& message) {
+  throw HostError(RH_ERROR_INVALID_CONFIG,
+                  config::ConfigError(at.location(), at.path(), message).what());
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+// "Searched: --plugin-path /a; RH_PLUGIN_PATH /b; install /c (missing)"
+std::string describe_search(const PluginRegistry& registry) {
+  std::vector<std::string> dirs;
+  for (const SearchDir& d : registry.searched()) {
+    std::error_code ec;
+    dirs.push_back(d.origin + " " + d.dir.string() +
+                   (fs::is_directory(d.dir, ec) ? "" : " (missing)"));
+  }
+  std::string out =
+      "searched: " + (dirs.empty() ? std::string("(no directories)") : join(dirs, "; "));
+  for (const RefusedPlugin& r : registry.refused())
+    out += "\n  refused " + r.path.string() + ": " + r.reason;
+  return out;
+}
+
+}  // namespace
+
+int parse_priority(const config::Node& node) {
+  static const std::map<std::string, int> kLevels = {
+      {"HIGHEST", RH_PRIORITY_HIGHEST}, {"VERY_HIGH", RH_PRIORITY_VERY_HIGH},
+      {"HIGH", RH_PRIORITY_HIGH},       {"ABOVE_NORMAL", RH_PRIORITY_ABOVE_NORMAL},
+      {"NORMAL", RH_PRIORITY_NORMAL},   {"BELOW_NORMAL", RH_PRIORITY_BELOW_NORMAL},
+      {"LOW", RH_PRIORITY_LOW},         {"VERY_LOW", RH_PRIORITY_VERY_LOW},
+      {"LOWEST", RH_PRIORITY_LOWEST}};
+  auto it = kLevels.find(node.as_string());
+  if (it != kLevels.end()) return it->second;
+  int64_t value = node.as_int();
+  if (value < 0 || value > 100)
+    config_error(node, "priority must be 0..100 or a level name, got " + node.as_string());
+  return static_cast<int>(value);
+}
+
+// ---- Instances ----------------------------------------------------------------
+
+HookInstance::HookInstance(InstanceInfo info, rh_HookInstance* handle, int priority, uint64_t mask)
+    : info_(std::move(info)), handle_(handle), priority_(priority), mask_(mask) {}
+
+HookInstance::~HookInstance() {
+  auto destroy = std::get<rh_HookVtable>(info_.component->vtable).Destroy;
+  if (destroy != nullptr)
+    delete call_plugin(info_.what + " Destroy", [&]() -> rh_Error* {
+      destroy(handle_);
+      return nullptr;
+    });
+}
+
+void HookInstance::on_event(const rh_HookEventArgs& args) {
+  auto fn = std::get<rh_HookVtable>(info_.component->vtable).OnEvent;
+  rh_Error* err = call_plugin(info_.what + " OnEvent", [&] { return fn(handle_, &args); });
+  throw_if_error(err, info_.what);
+}
+
+StrategyInstance::StrategyInstance(InstanceInfo info, rh_StrategyInstance* handle)
+    : info_(std::move(info)), handle_(handle) {}
+
+StrategyInstance::~StrategyInstance() {
+  auto destroy = vtable().Destroy;
+  if (destroy != nullptr)
+    delete call_plugin(info_.what + " Destroy", [&]() -> rh_Error* {
+      destroy(handle_);
+      return nullptr;
+    });
+}
+
+const rh_StrategyVtable& StrategyInstance::vtable() const {
+  return std::get<rh_StrategyVtable>(info_.component->vtable);
+}
+
+rh_StrategyTraits StrategyInstance::traits() const {
+  rh_StrategyTraits t{RH_STRATEGY_TRAITS_STRUCT_SIZE, RH_LOAD_BEFORE_WRAP, 0, 0};
+  if (vtable().GetTraits != nullptr) vtable().GetTraits(handle_, &t);
+  return t;
+}
+
+CheckpointIoInstance::CheckpointIoInstance(InstanceInfo info, rh_CheckpointIoInstance* handle)
+    : info_(std::move(info)), handle_(handle) {}
+
+CheckpointIoInstance::~CheckpointIoInstance() {
+  auto destroy = vtable().Destroy;
+  if (destroy != nullptr)
+    delete call_plugin(info_.what + " Destroy", [&]() -> rh_Error* {
+      destroy(handle_);
+      return nullptr;
+    });
+}
+
+const rh_CheckpointIoVtable& CheckpointIoInstance::vtable() const {
+  return std::get<rh_CheckpointIoVtable>(info_.component->vtable);
+}
+
+// ---- Factory ------------------------------------------------------------------
+
+ComponentFactory::ComponentFactory(PluginRegistry& registry, HostServices& services,
+                                   fs::path job_dir, std::string work_dir)
+    : registry_(registry),
+      services_(services),
+      job_dir_(std::move(job_dir)),
+      work_dir_(std::move(work_dir)) {}
+
+const Component& ComponentFactory::resolve(rh_ComponentKind kind, const config::Node& spec) {
+  const config::Node* type_node = spec.find("type");
+  if (type_node == nullptr) config_error(spec, "missing required key 'type'");
+  const std::string type = type_node->as_string();
+  const std::string kind_str = kind_name(kind);
+
+  if (const config::Node* plugin_node = spec.find("plugin")) {
+    fs::path path = plugin_node->as_string();
+    if (path.is_relative()) path = job_dir_ / path;
+    Plugin* plugin = nullptr;
+    try {
+      plugin = &registry_.load(path, "plugin:");
+    } catch (const HostError& e) {
+      config_error(*plugin_node, "cannot use plugin " + path.string() + ": " + e.what());
+    }
+    std::vector<std::string> provided;
+    for (const Component& c : plugin->components) {
+      if (c.kind == kind && c.type_name == type) return c;
+      provided.push_back(std::string(kind_name(c.kind)) + " '" + c.type_name + "'");
+    }
+    config_error(*type_node, "plugin " + plugin->path.string() + " provides no " + kind_str + " '" +
+                                 type + "' (it provides " + join(provided, ", ") + ")");
+  }
+
+  if (const Component* c = registry_.find(kind, type)) return *c;
+  std::vector<std::string> names = registry_.type_names(kind);
+  std::string hint = config::suggest(type, names);
+  std::string message = "no " + kind_str + " plugin provides type '" + type + "'";
+  if (!hint.empty()) message += " (did you mean '" + hint + "'?)";
+  message += "; available: " + (names.empty() ? std::string("none") : join(names, ", "));
+  message += "; " + describe_search(registry_);
+  config_error(*type_node, message);
+}
+
+InstanceInfo ComponentFactory::prepare(rh_ComponentKind kind, const config::Node& spec) {
+  const Component& component = resolve(kind, spec);
+  Plugin& plugin = *component.plugin;
+  registry_.initialize(plugin);
+  InstanceInfo info;
+  info.component = &component;
+  info.what = std::string(kind_name(kind)) + " '" + component.type_name + "' (" + plugin.name +
+              ", " + plugin.path.string() + ")";
+  info.context =
+      services_.new_context(plugin.name, std::string(kind_name(kind)) + " " + component.type_name);
+  return info;
+}
+
+rh_CreateArgs ComponentFactory::create_args(const InstanceInfo& info,
+                                            const config::Node& spec) const {
+  const std::string& type = info.component->type_name;
+  return rh_CreateArgs{RH_CREATE_ARGS_STRUCT_SIZE,
+                       services_.api(),
+                       info.context,
+                       handle_of(spec),
+                       {type.data(), type.size()},
+                       {work_dir_.data(), work_dir_.size()}};
+}
+
+void ComponentFactory::check_create(const InstanceInfo& info, rh_Error* error) const {
+  if (error == nullptr) return;
+  std::unique_ptr<rh_Error> owned(error);
+  throw HostError(owned->code, info.what + ": Create failed: " + owned->message);
+}
+
+void ComponentFactory::check_unknown_keys(const InstanceInfo& info,
+                                          const config::Node& spec) const {
+  std::string what =
+      std::string(kind_name(info.component->kind)) + " '" + info.component->type_name + "'";
+  auto errors = config::unknown_keys(spec, {"type", "plugin", "priority"}, what);
+  if (errors.empty()) return;
+  std::vector<std::string> lines;
+  for (const auto& e : errors) lines.push_back(e.what());
+  throw HostError(RH_ERROR_INVALID_CONFIG, join(lines, "\n"));
+}
+
+std::unique_ptr<StrategyInstance> ComponentFactory::create_strategy(const config::Node& spec) {
+  InstanceInfo info = prepare(RH_COMPONENT_STRATEGY, spec);
+  const auto& vt = std::get<rh_StrategyVtable>(info.component->vtable);
+  rh_CreateArgs args = create_args(info, spec);
+  rh_StrategyInstance* handle = nullptr;
+  check_create(info, call_plugin(info.what + " Create", [&] { return vt.Create(&args, &handle); }));
+  auto instance = std::make_unique<StrategyInstance>(info, handle);
+  check_unknown_keys(info, spec);
+  return instance;
+}
+
+std::unique_ptr<HookInstance> ComponentFactory::create_hook(const config::Node& spec) {
+  InstanceInfo info = prepare(RH_COMPONENT_HOOK, spec);
+  const auto& vt = std::get<rh_HookVtable>(info.component->vtable);
+  rh_CreateArgs args = create_args(info, spec);
+  rh_HookInstance* handle = nullptr;
+  check_create(info, call_plugin(info.what + " Create", [&] { return vt.Create(&args, &handle); }));
+  auto instance =
+      std::make_unique<HookInstance>(info, handle, RH_PRIORITY_NORMAL, RH_EVENT_MASK_ALL);
+  // Ask for mask and priority once; a `priority:` key overrides the plugin's.
+  uint64_t mask = vt.EventMask ? vt.EventMask(handle) : RH_EVENT_MASK_ALL;
+  int priority = vt.Priority ? vt.Priority(handle) : RH_PRIORITY_NORMAL;
+  if (priority < 0 || priority > 100)
+    throw HostError(RH_ERROR_INTERNAL, info.what + ": Priority() returned " +
+                                           std::to_string(priority) + ", outside 0..100");
+  if (const config::Node* p = spec.find("priority")) priority = parse_priority(*p);
+  instance->set_dispatch(priority, mask);
+  check_unknown_keys(info, spec);
+  return instance;
+}
+
+std::unique_ptr<CheckpointIoInstance> ComponentFactory::create_checkpoint_io(
+    const config::Node& spec) {
+  InstanceInfo info = prepare(RH_COMPONENT_CHECKPOINT_IO, spec);
+  const auto& vt = std::get<rh_CheckpointIoVtable>(info.component->vtable);
+  rh_CreateArgs args = create_args(info, spec);
+  rh_CheckpointIoInstance* handle = nullptr;
+  check_create(info, call_plugin(info.what + " Create", [&] { return vt.Create(&args, &handle); }));
+  auto instance = std::make_unique<CheckpointIoInstance>(info, handle);
+  check_unknown_keys(info, spec);
+  return instance;
+}
+
+}  // namespace rh::host

@@ -1,0 +1,121 @@
+// Creates component instances from their job-file subtrees (`strategy:`,
+// each item of `hooks:`, `checkpoint_io:`): finds the plugin (an explicit
+// `plugin:` path, else the registry), runs its Init once, calls Create, and
+// reports every key of the subtree the component never looked up.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "plugins/PluginRegistry.hpp"
+
+namespace rh::config {
+class Node;
+}
+
+namespace rh::host {
+
+class HostServices;
+
+// What every instance shares: which component it is, and its context.
+struct InstanceInfo {
+  const Component* component = nullptr;
+  rh_Context* context = nullptr;
+  std::string what;  // "hook 'trace' (rh_hook_trace, /path/librh_hook_trace.so)"
+};
+
+class HookInstance {
+ public:
+  HookInstance(InstanceInfo info, rh_HookInstance* handle, int priority, uint64_t mask);
+  ~HookInstance();
+  HookInstance(const HookInstance&) = delete;
+  HookInstance& operator=(const HookInstance&) = delete;
+
+  const std::string& type() const { return info_.component->type_name; }
+  const std::string& what() const { return info_.what; }
+  int priority() const { return priority_; }
+  bool wants(rh_HookEvent event) const { return (mask_ & RH_EVENT_BIT(event)) != 0; }
+  void set_dispatch(int priority, uint64_t mask) {
+    priority_ = priority;
+    mask_ = mask;
+  }
+  // Throws HostError naming the hook and the event.
+  void on_event(const rh_HookEventArgs& args);
+
+ private:
+  InstanceInfo info_;
+  rh_HookInstance* handle_;
+  int priority_;
+  uint64_t mask_;
+};
+
+class StrategyInstance {
+ public:
+  StrategyInstance(InstanceInfo info, rh_StrategyInstance* handle);
+  ~StrategyInstance();
+  StrategyInstance(const StrategyInstance&) = delete;
+  StrategyInstance& operator=(const StrategyInstance&) = delete;
+
+  const std::string& type() const { return info_.component->type_name; }
+  const std::string& what() const { return info_.what; }
+  const rh_StrategyVtable& vtable() const;
+  rh_StrategyInstance* handle() const { return handle_; }
+  // Traits with the defaults of rh_strategy.h filled in first.
+  rh_StrategyTraits traits() const;
+
+ private:
+  InstanceInfo info_;
+  rh_StrategyInstance* handle_;
+};
+
+class CheckpointIoInstance {
+ public:
+  CheckpointIoInstance(InstanceInfo info, rh_CheckpointIoInstance* handle);
+  ~CheckpointIoInstance();
+  CheckpointIoInstance(const CheckpointIoInstance&) = delete;
+  CheckpointIoInstance& operator=(const CheckpointIoInstance&) = delete;
+
+  const std::string& type() const { return info_.component->type_name; }
+  const std::string& what() const { return info_.what; }
+  const rh_CheckpointIoVtable& vtable() const;
+  rh_CheckpointIoInstance* handle() const { return handle_; }
+
+ private:
+  InstanceInfo info_;
+  rh_CheckpointIoInstance* handle_;
+};
+
+// Parses a hook priority: 0..100 or a level name (NORMAL, LOW...).
+int parse_priority(const config::Node& node);
+
+class ComponentFactory {
+ public:
+  // `job_dir` resolves relative `plugin:` paths; `work_dir` is passed to Create.
+  ComponentFactory(PluginRegistry& registry, HostServices& services, std::filesystem::path job_dir,
+                   std::string work_dir);
+
+  // Each throws HostError (code RH_ERROR_INVALID_CONFIG for job-file
+  // mistakes) with a message naming the file, line, key path and plugin.
+  std::unique_ptr<StrategyInstance> create_strategy(const config::Node& spec);
+  std::unique_ptr<HookInstance> create_hook(const config::Node& spec);
+  std::unique_ptr<CheckpointIoInstance> create_checkpoint_io(const config::Node& spec);
+
+ private:
+  const Component& resolve(rh_ComponentKind kind, const config::Node& spec);
+  // Resolves the component, runs its plugin's Init, makes its context.
+  InstanceInfo prepare(rh_ComponentKind kind, const config::Node& spec);
+  rh_CreateArgs create_args(const InstanceInfo& info, const config::Node& spec) const;
+  // Turns a failed Create into a HostError naming the component.
+  void check_create(const InstanceInfo& info, rh_Error* error) const;
+  // Throws (after the caller destroyed nothing yet) when the component left
+  // keys of its subtree unread; the caller's instance is destroyed by RAII.
+  void check_unknown_keys(const InstanceInfo& info, const config::Node& spec) const;
+
+  PluginRegistry& registry_;
+  HostServices& services_;
+  std::filesystem::path job_dir_;
+  std::string work_dir_;
+};
+
+}  // namespace rh::host

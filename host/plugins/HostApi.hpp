@@ -1,0 +1,60 @@
+// HostServices: the host's implementation of the rh_HostApi table, and the
+// per-plugin / per-component contexts handed out with it.
+//
+// The non-torch entries (errors, logging, config, run state, state dicts)
+// are filled here. The torch layer (host/torch) fills Tensor_Alloc,
+// Device_Current and Stream_Current; the communicator fills Comm_*. Entries
+// nobody filled stay NULL, which the ABI defines as "not provided".
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rh/rh_host.h"
+
+namespace rh::host {
+class HostServices;
+}
+
+// Behind the opaque rh_Context: who is calling, for logs and errors.
+struct rh_Context {
+  std::string plugin;     // plugin name, e.g. "rh_hook_trace"
+  std::string component;  // e.g. "hook trace", empty for the plugin itself
+  std::string log_name;   // what log lines are prefixed with
+  rh::host::HostServices* services;
+};
+
+namespace rh::host {
+
+class HostServices {
+ public:
+  HostServices();
+  HostServices(const HostServices&) = delete;
+  HostServices& operator=(const HostServices&) = delete;
+
+  const rh_HostApi* api() const { return &api_; }
+  // For the layers that provide more entries (torch, comm) at start-up.
+  rh_HostApi& mutable_api() { return api_; }
+
+  // A context owned by these services, valid as long as they are.
+  rh_Context* new_context(const std::string& plugin, const std::string& component);
+
+  void set_run_state(const rh_RunState& state);
+  rh_RunState run_state() const;
+  void put_metric(std::string name, double value);
+  // Metrics put since the last call, in order.
+  std::vector<std::pair<std::string, double>> take_metrics();
+
+ private:
+  rh_HostApi api_;
+  std::deque<std::unique_ptr<rh_Context>> contexts_;
+  mutable std::mutex mutex_;  // guards contexts_, state_, metrics_
+  rh_RunState state_;
+  std::vector<std::pair<std::string, double>> metrics_;
+};
+
+}  // namespace rh::host

@@ -1,0 +1,265 @@
+#include "plugins/PluginRegistry.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <boost/dll/shared_library.hpp>
+#include <cstring>
+#include <regex>
+#include <set>
+
+#include "plugins/HostApi.hpp"
+#include "plugins/HostError.hpp"
+#include "plugins/PluginCall.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rh::host {
+
+const char* kind_name(rh_ComponentKind kind) {
+  switch (kind) {
+    case RH_COMPONENT_STRATEGY:
+      return "strategy";
+    case RH_COMPONENT_HOOK:
+      return "hook";
+    case RH_COMPONENT_CHECKPOINT_IO:
+      return "checkpoint_io";
+  }
+  return "unknown";
+}
+
+namespace {
+
+[[noreturn]] void refuse(const std::string& reason) {
+  throw HostError(RH_ERROR_FAILED_PRECONDITION, reason);
+}
+
+std::string view(rh_StringView s) { return s.data ? std::string(s.data, s.size) : std::string(); }
+
+// Boost.DLL's message is "boost::dll::shared_library::load() failed (dlerror
+// system message: <text>): <errc>"; keep the dlerror text.
+std::string dl_reason(const std::string& what) {
+  const std::string marker = "dlerror system message: ";
+  auto pos = what.find(marker);
+  if (pos == std::string::npos) return what;
+  auto end = what.rfind("): ");
+  return what.substr(pos + marker.size(), end == std::string::npos || end < pos
+                                              ? std::string::npos
+                                              : end - pos - marker.size());
+}
+
+// Copies a plugin's vtable (whose own struct_size may be smaller or larger
+// than ours) into a zero-filled host-sized struct.
+template <class Vtable>
+Vtable copy_vtable(const void* source, size_t min_size, const std::string& what) {
+  size_t plugin_size = *static_cast<const size_t*>(source);
+  if (plugin_size < min_size) {
+    refuse(what + ": vtable struct_size " + std::to_string(plugin_size) +
+           " is smaller than the ABI 1.0 minimum " + std::to_string(min_size));
+  }
+  Vtable v;
+  std::memset(&v, 0, sizeof v);
+  std::memcpy(&v, source, std::min(plugin_size, sizeof v));
+  return v;
+}
+
+void require(const void* fn, const std::string& what, const char* entry) {
+  if (fn == nullptr) refuse(what + ": required vtable entry " + entry + " is NULL");
+}
+
+Component read_component(const rh_Component& c, Plugin* plugin) {
+  Component out{c.kind, view(c.type_name), view(c.description), rh_HookVtable{}, plugin};
+  std::string what = std::string(kind_name(c.kind)) + " '" + out.type_name + "'";
+  static const std::regex kTypeName("[A-Za-z_][A-Za-z0-9_.-]*");
+  if (!std::regex_match(out.type_name, kTypeName))
+    refuse("component type name '" + out.type_name + "' is not a valid identifier");
+  if (c.vtable == nullptr) refuse(what + ": vtable is NULL");
+  switch (c.kind) {
+    case RH_COMPONENT_STRATEGY: {
+      auto v = copy_vtable<rh_StrategyVtable>(c.vtable, RH_STRUCT_SIZE(rh_StrategyVtable, SetupEnv),
+                                              what);
+      require(reinterpret_cast<const void*>(v.Create), what, "Create");
+      require(reinterpret_cast<const void*>(v.SetupEnv), what, "SetupEnv");
+      out.vtable = v;
+      break;
+    }
+    case RH_COMPONENT_HOOK: {
+      auto v = copy_vtable<rh_HookVtable>(c.vtable, RH_STRUCT_SIZE(rh_HookVtable, OnEvent), what);
+      require(reinterpret_cast<const void*>(v.Create), what, "Create");
+      require(reinterpret_cast<const void*>(v.OnEvent), what, "OnEvent");
+      out.vtable = v;
+      break;
+    }
+    case RH_COMPONENT_CHECKPOINT_IO: {
+      auto v = copy_vtable<rh_CheckpointIoVtable>(
+          c.vtable, RH_STRUCT_SIZE(rh_CheckpointIoVtable, Load), what);
+      require(reinterpret_cast<const void*>(v.Create), what, "Create");
+      require(reinterpret_cast<const void*>(v.Save), what, "Save");
+      require(reinterpret_cast<const void*>(v.Load), what, "Load");
+      out.vtable = v;
+      break;
+    }
+    default:
+      refuse("component '" + out.type_name + "' has unknown kind " + std::to_string(c.kind));
+  }
+  return out;
+}
+
+}  // namespace
+
+PluginRegistry::PluginRegistry(NativeTag host_tag, HostServices& services)
+    : host_tag_(std::move(host_tag)), services_(services) {}
+
+PluginRegistry::~PluginRegistry() {
+  for (auto it = plugins_.rbegin(); it != plugins_.rend(); ++it) {
+    Plugin& p = **it;
+    if (p.initialized && p.shutdown != nullptr) {
+      call_plugin("plugin " + p.path.string() + " Shutdown", [&]() -> rh_Error* {
+        p.shutdown();
+        return nullptr;
+      });
+    }
+  }
+}
+
+Plugin& PluginRegistry::load(const fs::path& path, const std::string& origin) {
+  std::error_code ec;
+  fs::path canonical = fs::weakly_canonical(fs::absolute(path), ec);
+  if (ec) canonical = fs::absolute(path);
+  for (auto& p : plugins_)
+    if (p->path == canonical) return *p;
+  if (!fs::exists(canonical)) throw HostError(RH_ERROR_NOT_FOUND, "no such file");
+  if (!fs::is_regular_file(canonical)) refuse("not a regular file");
+
+  // RTLD_NODELETE: plugins are never unloaded, even when the handle dies.
+  auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  auto library = std::make_shared<boost::dll::shared_library>();
+  try {
+    library->load(canonical.string(), mode);
+  } catch (const std::exception& e) {
+    refuse("cannot load the shared library: " + dl_reason(e.what()));
+  }
+  if (!library->has(RH_PLUGIN_ENTRY_SYMBOL))
+    refuse("not a runner-host plugin: it does not export " RH_PLUGIN_ENTRY_SYMBOL);
+  auto* entry = &library->get<const rh_PluginInfo*(uint32_t, uint32_t)>(RH_PLUGIN_ENTRY_SYMBOL);
+
+  const rh_PluginInfo* info = nullptr;
+  rh_Error* err = call_plugin(canonical.string() + " " RH_PLUGIN_ENTRY_SYMBOL, [&]() -> rh_Error* {
+    info = entry(RH_ABI_VERSION_MAJOR, RH_ABI_VERSION_MINOR);
+    return nullptr;
+  });
+  if (err != nullptr) {
+    std::unique_ptr<rh_Error> owned(err);
+    refuse(owned->message);
+  }
+  if (info == nullptr)
+    refuse(RH_PLUGIN_ENTRY_SYMBOL "() returned NULL: the plugin declines ABI " +
+           std::to_string(RH_ABI_VERSION_MAJOR) + "." + std::to_string(RH_ABI_VERSION_MINOR));
+
+  auto plugin = std::make_unique<Plugin>();
+  plugin->path = canonical;
+  plugin->origin = origin;
+  plugin->abi_major = info->abi_major;
+  plugin->abi_minor = info->abi_minor;
+  std::string host_abi =
+      std::to_string(RH_ABI_VERSION_MAJOR) + "." + std::to_string(RH_ABI_VERSION_MINOR);
+  if (info->abi_major != RH_ABI_VERSION_MAJOR) {
+    refuse("built for runner-host ABI " + std::to_string(info->abi_major) + "." +
+           std::to_string(info->abi_minor) + " but this host speaks ABI " + host_abi +
+           " (the major versions must match): rebuild the plugin against SDK " +
+           std::to_string(RH_ABI_VERSION_MAJOR) + ".x");
+  }
+  const size_t min_info = RH_STRUCT_SIZE(rh_PluginInfo, num_components);
+  if (info->struct_size < min_info) {
+    refuse("rh_PluginInfo.struct_size is " + std::to_string(info->struct_size) +
+           ", smaller than the ABI 1.0 minimum " + std::to_string(min_info));
+  }
+  plugin->name = view(info->name);
+  plugin->version = view(info->version);
+  if (plugin->name.empty()) refuse("the plugin has no name");
+
+  const rh_NativeTag& tag = info->native_tag;
+  if (tag.struct_size < RH_NATIVE_TAG_STRUCT_SIZE)
+    refuse("rh_NativeTag.struct_size " + std::to_string(tag.struct_size) + " is too small");
+  plugin->tag = NativeTag{view(tag.torch_version), view(tag.device), tag.cxx11_abi};
+  if (plugin->tag.links_torch() && !(plugin->tag == host_tag_)) {
+    refuse("native ABI tag mismatch: the plugin was built against " + plugin->tag.str() +
+           " but the host uses " + host_tag_.str() +
+           "; rebuild the plugin against the host's LibTorch");
+  }
+
+  if (info->num_components == 0 || info->components == nullptr)
+    refuse("the plugin provides no components");
+  const size_t stride = info->components[0].struct_size;
+  if (stride < RH_COMPONENT_STRUCT_SIZE)
+    refuse("rh_Component.struct_size " + std::to_string(stride) +
+           " is smaller than the ABI 1.0 minimum " + std::to_string(RH_COMPONENT_STRUCT_SIZE));
+  std::set<std::pair<int, std::string>> seen;
+  for (size_t i = 0; i < info->num_components; ++i) {
+    const auto* c = reinterpret_cast<const rh_Component*>(
+        reinterpret_cast<const char*>(info->components) + i * stride);
+    Component comp = read_component(*c, plugin.get());
+    if (!seen.insert({comp.kind, comp.type_name}).second)
+      refuse(std::string("provides ") + kind_name(comp.kind) + " '" + comp.type_name + "' twice");
+    plugin->components.push_back(std::move(comp));
+  }
+  if (RH_STRUCT_HAS(info, rh_PluginInfo, Init)) plugin->init = info->Init;
+  if (RH_STRUCT_HAS(info, rh_PluginInfo, Shutdown)) plugin->shutdown = info->Shutdown;
+  plugin->library = library;
+  plugins_.push_back(std::move(plugin));
+  return *plugins_.back();
+}
+
+void PluginRegistry::scan(const std::vector<SearchDir>& dirs) {
+  static const std::regex kSharedLibrary(R"(.*\.so(\.[0-9]+)*)");
+  for (const SearchDir& d : dirs) {
+    searched_.push_back(d);
+    std::error_code ec;
+    if (!fs::is_directory(d.dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(d.dir, ec))
+      if (std::regex_match(entry.path().filename().string(), kSharedLibrary))
+        files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) {
+      try {
+        load(f, d.origin);
+      } catch (const HostError& e) {
+        refused_.push_back({f, d.origin, e.what()});
+      }
+    }
+  }
+}
+
+const Component* PluginRegistry::find(rh_ComponentKind kind, const std::string& type) const {
+  for (const auto& p : plugins_)
+    for (const Component& c : p->components)
+      if (c.kind == kind && c.type_name == type) return &c;
+  return nullptr;
+}
+
+std::vector<std::string> PluginRegistry::type_names(rh_ComponentKind kind) const {
+  std::vector<std::string> names;
+  for (const auto& p : plugins_)
+    for (const Component& c : p->components)
+      if (c.kind == kind && std::find(names.begin(), names.end(), c.type_name) == names.end())
+        names.push_back(c.type_name);
+  return names;
+}
+
+void PluginRegistry::initialize(Plugin& plugin) {
+  if (plugin.initialized) return;
+  if (plugin.init != nullptr) {
+    rh_InitArgs args{RH_INIT_ARGS_STRUCT_SIZE, services_.api(),
+                     services_.new_context(plugin.name, "")};
+    std::string what = "plugin '" + plugin.name + "' (" + plugin.path.string() + ") Init";
+    rh_Error* err = call_plugin(what, [&] { return plugin.init(&args); });
+    if (err != nullptr) {
+      std::unique_ptr<rh_Error> owned(err);
+      throw HostError(owned->code, what + " failed: " + owned->message);
+    }
+  }
+  plugin.initialized = true;
+}
+
+}  // namespace rh::host

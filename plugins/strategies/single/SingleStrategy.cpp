@@ -1,0 +1,85 @@
+// Strategy `single`: one process, one device, no communication.
+//
+// Config:
+//   strategy:
+//     type: single
+//     device: auto   # auto (cuda:0 when LibTorch sees a GPU, else cpu) | cpu | cuda | cuda:N
+#include <torch/cuda.h>
+
+#include "rh/cpp/plugin.hpp"
+#include "rh/cpp/torch.hpp"
+
+namespace {
+
+class SingleStrategy {
+ public:
+  explicit SingleStrategy(const rh_CreateArgs& args) : host_(args.host) {
+    rh::Config cfg(args.host, args.config);
+    device_spec_ = cfg.get<std::string>("device", "auto");
+    parse_device(cfg);
+  }
+
+  void setup_env(rh_SetupEnvArgs& args) {
+    if (args.world != nullptr && host_->Comm_Size != nullptr && host_->Comm_Size(args.world) > 1) {
+      throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
+                          "strategy 'single' runs one process, but this job has " +
+                              std::to_string(host_->Comm_Size(args.world)) +
+                              " ranks: use strategy 'ddp' (or zero/fsdp)");
+    }
+    args.device = device_;
+  }
+
+ private:
+  void parse_device(const rh::Config& cfg) {
+    const bool cuda_ok = torch::cuda::is_available();
+    if (device_spec_ == "cpu" || (device_spec_ == "auto" && !cuda_ok)) {
+      device_ = {kDLCPU, 0};
+      return;
+    }
+    int index = 0;
+    if (device_spec_ == "auto" || device_spec_ == "cuda") {
+      index = 0;
+    } else if (device_spec_.rfind("cuda:", 0) == 0 && device_spec_.size() > 5 &&
+               device_spec_.find_first_not_of("0123456789", 5) == std::string::npos) {
+      index = std::stoi(device_spec_.substr(5));
+    } else {
+      cfg.child("device").throw_error("expected auto, cpu, cuda or cuda:N, got '" + device_spec_ +
+                                      "'");
+    }
+    if (!cuda_ok)
+      cfg.child("device").throw_error("'" + device_spec_ +
+                                      "' asked for, but LibTorch sees no CUDA device");
+    if (index >= static_cast<int>(torch::cuda::device_count()))
+      cfg.child("device").throw_error("'" + device_spec_ + "' asked for, but only " +
+                                      std::to_string(torch::cuda::device_count()) +
+                                      " CUDA device(s) exist");
+    device_ = {kDLCUDA, index};
+  }
+
+  const rh_HostApi* host_;
+  std::string device_spec_;
+  DLDevice device_{kDLCPU, 0};
+};
+
+const rh_Component kComponents[] = {
+    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_STRATEGY, RH_STR("single"),
+     RH_STR("one process on one device (cpu or one GPU), no communication"),
+     &rh::StrategyAdapter<SingleStrategy>::vtable},
+};
+
+const rh_PluginInfo kInfo = {
+    RH_PLUGIN_INFO_STRUCT_SIZE,
+    RH_ABI_VERSION_MAJOR,
+    RH_ABI_VERSION_MINOR,
+    RH_STR("rh_strategy_single"),
+    RH_STR("0.1.0"),
+    RH_NATIVE_TAG_TORCH,
+    kComponents,
+    1,
+    nullptr,
+    nullptr,
+};
+
+}  // namespace
+
+extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }

@@ -1,0 +1,55 @@
+// rh/cpp/torch.hpp — DLPack <-> at::Tensor for plugins that link LibTorch,
+// and the native ABI tag such plugins must declare.
+//
+// Zero-copy both ways. Only valid when the plugin and the host use the same
+// LibTorch build, which is what the native tag guarantees: declare
+// RH_NATIVE_TAG_TORCH in rh_PluginInfo and the host refuses a mismatch.
+#pragma once
+
+// ATen's bundled dlpack.h must come first: it and <dlpack/dlpack.h> share an
+// include guard, and ATen expects its own (possibly newer) copy.
+#include "rh/cpp/error.hpp"
+#include "rh/cpp/torch_compat.hpp"
+#include "rh/rh_plugin.h"
+
+#ifndef RH_TORCH_DEVICE
+#error "RH_TORCH_DEVICE is not defined: build the plugin with rh_add_plugin(... TORCH)"
+#endif
+
+#define RH_DETAIL_STR2(x) #x
+#define RH_DETAIL_STR(x) RH_DETAIL_STR2(x)
+
+// Native tag of a plugin built against this LibTorch.
+#define RH_NATIVE_TAG_TORCH                                                    \
+  {                                                                            \
+    RH_NATIVE_TAG_STRUCT_SIZE, RH_STR(TORCH_VERSION), RH_STR(RH_TORCH_DEVICE), \
+        _GLIBCXX_USE_CXX11_ABI                                                 \
+  }
+
+namespace rh {
+
+// A non-owning at::Tensor view of a borrowed DLPack tensor (the usual case:
+// arguments of a call). The view must not outlive the borrow.
+inline at::Tensor borrow_tensor(const DLManagedTensor* t) {
+  const DLTensor& dl = t->dl_tensor;
+  at::IntArrayRef sizes(dl.shape, dl.ndim);
+  auto options =
+      at::TensorOptions()
+          .dtype(at::toScalarType(dl.dtype))
+          .device(dl.device.device_type == kDLCUDA
+                      ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(dl.device.device_id))
+                      : at::Device(at::kCPU));
+  void* data = static_cast<char*>(dl.data) + dl.byte_offset;
+  if (dl.strides != nullptr)
+    return at::from_blob(data, sizes, at::IntArrayRef(dl.strides, dl.ndim), options);
+  return at::from_blob(data, sizes, options);
+}
+
+// Takes ownership of `t` (its deleter runs when the tensor's storage dies).
+inline at::Tensor adopt_tensor(DLManagedTensor* t) { return compat::from_dlpack_owning(t); }
+
+// A DLPack tensor sharing `t`'s storage; ownership passes to the receiver,
+// who must call its deleter.
+inline DLManagedTensor* export_tensor(const at::Tensor& t) { return at::toDLPack(t); }
+
+}  // namespace rh

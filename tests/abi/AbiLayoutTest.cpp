@@ -1,0 +1,105 @@
+// AbiLayoutTest.cpp — the same layout pins compiled as C++17 (the C and C++
+// compilers must agree: the host is C++, plugins may be either), plus the
+// values of the public enums, which are fixed forever.
+#include <gtest/gtest.h>
+
+#include "abi_layout_asserts.h"
+
+namespace {
+
+TEST(AbiLayoutTest, LayoutIsPinnedOnThisPlatform) {
+#if RH_ABI_LAYOUT_PINNED
+  SUCCEED();  // the static asserts in abi_layout_asserts.h did the work
+#else
+  GTEST_SKIP() << "layout numbers are pinned for LP64 Linux only";
+#endif
+}
+
+TEST(AbiLayoutTest, AbiVersion) {
+  EXPECT_EQ(RH_ABI_VERSION_MAJOR, 1);
+  EXPECT_GE(RH_ABI_VERSION_MINOR, 0);
+  EXPECT_STREQ(RH_PLUGIN_ENTRY_SYMBOL, "rh_plugin_info");
+}
+
+TEST(AbiLayoutTest, ErrorCodeValues) {
+  EXPECT_EQ(RH_ERROR_OK, 0);
+  EXPECT_EQ(RH_ERROR_INTERNAL, 1);
+  EXPECT_EQ(RH_ERROR_INVALID_ARGUMENT, 2);
+  EXPECT_EQ(RH_ERROR_INVALID_CONFIG, 3);
+  EXPECT_EQ(RH_ERROR_NOT_FOUND, 4);
+  EXPECT_EQ(RH_ERROR_UNIMPLEMENTED, 5);
+  EXPECT_EQ(RH_ERROR_IO, 6);
+  EXPECT_EQ(RH_ERROR_TIMEOUT, 7);
+  EXPECT_EQ(RH_ERROR_CANCELLED, 8);
+  EXPECT_EQ(RH_ERROR_DATA_LOSS, 9);
+  EXPECT_EQ(RH_ERROR_FAILED_PRECONDITION, 10);
+}
+
+TEST(AbiLayoutTest, ComponentKindValues) {
+  EXPECT_EQ(RH_COMPONENT_STRATEGY, 1);
+  EXPECT_EQ(RH_COMPONENT_HOOK, 2);
+  EXPECT_EQ(RH_COMPONENT_CHECKPOINT_IO, 3);
+}
+
+TEST(AbiLayoutTest, HookEventValues) {
+  EXPECT_EQ(RH_EVENT_BEFORE_RUN, 0);
+  EXPECT_EQ(RH_EVENT_AFTER_RUN, 1);
+  EXPECT_EQ(RH_EVENT_BEFORE_TRAIN, 2);
+  EXPECT_EQ(RH_EVENT_AFTER_TRAIN, 3);
+  EXPECT_EQ(RH_EVENT_BEFORE_TRAIN_EPOCH, 4);
+  EXPECT_EQ(RH_EVENT_AFTER_TRAIN_EPOCH, 5);
+  EXPECT_EQ(RH_EVENT_BEFORE_TRAIN_ITER, 6);
+  EXPECT_EQ(RH_EVENT_AFTER_TRAIN_ITER, 7);
+  EXPECT_EQ(RH_EVENT_BEFORE_VAL, 8);
+  EXPECT_EQ(RH_EVENT_AFTER_VAL, 9);
+  EXPECT_EQ(RH_EVENT_BEFORE_VAL_EPOCH, 10);
+  EXPECT_EQ(RH_EVENT_AFTER_VAL_EPOCH, 11);
+  EXPECT_EQ(RH_EVENT_BEFORE_VAL_ITER, 12);
+  EXPECT_EQ(RH_EVENT_AFTER_VAL_ITER, 13);
+  EXPECT_EQ(RH_EVENT_BEFORE_TEST, 14);
+  EXPECT_EQ(RH_EVENT_AFTER_TEST, 15);
+  EXPECT_EQ(RH_EVENT_BEFORE_TEST_EPOCH, 16);
+  EXPECT_EQ(RH_EVENT_AFTER_TEST_EPOCH, 17);
+  EXPECT_EQ(RH_EVENT_BEFORE_TEST_ITER, 18);
+  EXPECT_EQ(RH_EVENT_AFTER_TEST_ITER, 19);
+  EXPECT_EQ(RH_EVENT_BEFORE_SAVE_CHECKPOINT, 20);
+  EXPECT_EQ(RH_EVENT_AFTER_SAVE_CHECKPOINT, 21);
+  EXPECT_EQ(RH_EVENT_AFTER_LOAD_CHECKPOINT, 22);
+  EXPECT_EQ(RH_EVENT_COUNT_V1, 23);
+  EXPECT_EQ(RH_EVENT_BIT(RH_EVENT_AFTER_LOAD_CHECKPOINT), uint64_t{1} << 22);
+}
+
+TEST(AbiLayoutTest, OtherEnumValues) {
+  EXPECT_EQ(RH_LOG_TRACE, 0);
+  EXPECT_EQ(RH_LOG_ERROR, 4);
+  EXPECT_EQ(RH_CONFIG_NULL, 0);
+  EXPECT_EQ(RH_CONFIG_SCALAR, 1);
+  EXPECT_EQ(RH_CONFIG_SEQUENCE, 2);
+  EXPECT_EQ(RH_CONFIG_MAP, 3);
+  EXPECT_EQ(RH_REDUCE_SUM, 0);
+  EXPECT_EQ(RH_REDUCE_AVG, 1);
+  EXPECT_EQ(RH_REDUCE_MAX, 2);
+  EXPECT_EQ(RH_REDUCE_MIN, 3);
+  EXPECT_EQ(RH_MODE_TRAIN, 0);
+  EXPECT_EQ(RH_MODE_VAL, 1);
+  EXPECT_EQ(RH_MODE_TEST, 2);
+  EXPECT_EQ(RH_LOAD_BEFORE_WRAP, 0);
+  EXPECT_EQ(RH_LOAD_AFTER_WRAP, 1);
+  EXPECT_EQ(RH_UNIT_PRE_FORWARD, 0);
+  EXPECT_EQ(RH_UNIT_POST_BACKWARD, 3);
+}
+
+// RH_STRUCT_HAS reads a peer's struct_size: fields past it are absent.
+TEST(AbiLayoutTest, StructHasHonoursThePeersSize) {
+  rh_PluginInfo info{};
+  info.struct_size = offsetof(rh_PluginInfo, Init);  // an older minor
+  EXPECT_TRUE(RH_STRUCT_HAS(&info, rh_PluginInfo, num_components));
+  EXPECT_FALSE(RH_STRUCT_HAS(&info, rh_PluginInfo, Init));
+  EXPECT_FALSE(RH_STRUCT_HAS(&info, rh_PluginInfo, Shutdown));
+  info.struct_size = RH_PLUGIN_INFO_STRUCT_SIZE;
+  EXPECT_TRUE(RH_STRUCT_HAS(&info, rh_PluginInfo, Shutdown));
+  info.struct_size = RH_PLUGIN_INFO_STRUCT_SIZE + 16;  // a newer minor
+  EXPECT_TRUE(RH_STRUCT_HAS(&info, rh_PluginInfo, Shutdown));
+}
+
+}  // namespace

@@ -1,0 +1,105 @@
+/* rh_abi.h — the runner-host C ABI: versions, the struct_size convention,
+ * strings, errors and the named values every plugin kind shares.
+ *
+ * Why a C ABI: plugins are shared libraries built by other people, at other
+ * times, with other compilers. Nothing C++ crosses (no exceptions, RTTI, STL);
+ * tensors cross as DLPack (dlpack/dlpack.h).
+ *
+ * Rules (DESIGN.md §2), stated once here and relied on everywhere:
+ *  - Versioning: RH_ABI_VERSION_MAJOR changes on removal/reorder/retype (the
+ *    host refuses another major); MINOR changes when something is appended
+ *    (the host accepts plugins built with an older or newer minor).
+ *  - Every struct that crosses starts with `size_t struct_size`, set by the
+ *    side that fills it to RH_<NAME>_STRUCT_SIZE of the headers it was built
+ *    with. Fields are only appended. A reader treats every field that lies
+ *    past the peer's struct_size as absent (RH_STRUCT_HAS).
+ *  - A NULL function pointer means "not provided": the documented default.
+ *  - Errors: every fallible call returns an rh_Error*; NULL means success.
+ *    Errors are created through the host table (rh_HostApi::Error_Create) and
+ *    destroyed by whoever receives them (rh_HostApi::Error_Destroy).
+ *  - Strings are (data, size) views, never assumed NUL-terminated.
+ *  - Every destroy function accepts NULL.
+ *
+ * CHANGELOG (one line per minor version)
+ *   1.0  first stable version: rh_HostApi (errors, logging, config, tensors,
+ *        run state, state dicts, communicator), strategy, hook and
+ *        checkpoint-IO vtables, rh_PluginInfo entry point.
+ */
+#ifndef RH_ABI_H_
+#define RH_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RH_ABI_VERSION_MAJOR 1
+#define RH_ABI_VERSION_MINOR 0
+
+/* Size of `type` up to and including `last_field`: the struct_size constant
+ * of each public struct is derived from its last field, so appending a field
+ * and forgetting to move the constant is caught by a static assert. */
+#define RH_STRUCT_SIZE(type, last_field) \
+  (offsetof(type, last_field) + sizeof(((type*)0)->last_field))
+
+/* True when `ptr` (a struct of `type` filled by a peer) is big enough to
+ * contain `field`. Use before reading any field appended after 1.0. */
+#define RH_STRUCT_HAS(ptr, type, field) ((ptr)->struct_size >= RH_STRUCT_SIZE(type, field))
+
+#if defined(__cplusplus)
+#define RH_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define RH_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+/* Symbol visibility for the one exported entry point of a plugin. */
+#if defined(_WIN32)
+#define RH_EXPORT __declspec(dllexport)
+#else
+#define RH_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* A string view: `data` need not be NUL-terminated; `size` bytes, UTF-8.
+ * Who owns `data` is stated at every field or parameter of this type. */
+typedef struct rh_StringView {
+  const char* data;
+  size_t size;
+} rh_StringView;
+
+/* Static initializer from a string literal: rh_StringView s = RH_STR("x"); */
+#define RH_STR(literal) \
+  { (literal), sizeof(literal) - 1 }
+
+/* Error codes. Values are fixed forever; new codes are appended. */
+typedef enum rh_ErrorCode {
+  RH_ERROR_OK = 0,                  /* never carried by an rh_Error */
+  RH_ERROR_INTERNAL = 1,            /* a bug or an unexpected failure */
+  RH_ERROR_INVALID_ARGUMENT = 2,    /* a bad argument or call sequence */
+  RH_ERROR_INVALID_CONFIG = 3,      /* a bad key or value in the job file */
+  RH_ERROR_NOT_FOUND = 4,           /* file, key or name does not exist */
+  RH_ERROR_UNIMPLEMENTED = 5,       /* valid request this component can't do */
+  RH_ERROR_IO = 6,                  /* file system or network failure */
+  RH_ERROR_TIMEOUT = 7,             /* a collective or wait ran past its limit */
+  RH_ERROR_CANCELLED = 8,           /* stopped by a signal or another rank */
+  RH_ERROR_DATA_LOSS = 9,           /* truncated or corrupted data detected */
+  RH_ERROR_FAILED_PRECONDITION = 10 /* state does not allow the call */
+} rh_ErrorCode;
+
+/* Opaque error object, created by the host (rh_HostApi::Error_Create).
+ * Ownership passes to whoever receives it; destroy with Error_Destroy. */
+typedef struct rh_Error rh_Error;
+
+/* The three kinds of component a plugin can provide. */
+typedef enum rh_ComponentKind {
+  RH_COMPONENT_STRATEGY = 1,     /* vtable: rh_StrategyVtable (rh_strategy.h) */
+  RH_COMPONENT_HOOK = 2,         /* vtable: rh_HookVtable (rh_hook.h) */
+  RH_COMPONENT_CHECKPOINT_IO = 3 /* vtable: rh_CheckpointIoVtable (rh_ckpt_io.h) */
+} rh_ComponentKind;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* RH_ABI_H_ */

@@ -1,0 +1,246 @@
+// runner-host as a user meets it: every bad input gets a message naming
+// where the problem is, and exit code 2, before anything is created.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/TestUtil.hpp"
+
+namespace fs = std::filesystem;
+using rh::test::quote;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+const std::string kValidJob =
+    "model: {type: mlp}\n"
+    "train_cfg: {max_epochs: 2}\n"
+    "strategy: {type: single}\n"
+    "hooks:\n"
+    "  - {type: trace}\n";
+
+class CliTest : public ::testing::Test {
+ protected:
+  rh::test::TempDir dir;
+
+  rh::test::CommandResult run(const std::string& args, const std::string& env = "") {
+    return rh::test::run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " +
+                                 env + " " + quote(RH_RUNNER_HOST) + " " + args);
+  }
+  rh::test::CommandResult run_job(const std::string& yaml, const std::string& extra = "") {
+    dir.write("job.yaml", yaml);
+    return run("--config job.yaml " + extra);
+  }
+  static std::string plugin(const std::string& name) {
+    return (fs::path(RH_TEST_PLUGIN_DIR) / ("lib" + name + ".so")).string();
+  }
+};
+
+#define EXPECT_INVALID(result, text)                      \
+  do {                                                    \
+    auto r_ = (result);                                   \
+    EXPECT_EQ(r_.exit_code, 2) << r_.output;              \
+    EXPECT_THAT(r_.output, HasSubstr(text)) << r_.output; \
+  } while (0)
+
+TEST_F(CliTest, ValidJobPassesDryRun) {
+  auto r = run_job(kValidJob, "--dry-run");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("dry run: the job is valid; strategy single, 1 hook(s)"));
+  EXPECT_FALSE(fs::exists(dir / "work_dirs")) << "a dry run must not write";
+}
+
+TEST_F(CliTest, HelpAndVersion) {
+  auto help = run("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.output, HasSubstr("Examples:"));
+  EXPECT_THAT(help.output, HasSubstr("--list-plugins"));
+  auto version = run("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.output, HasSubstr("ABI 1.0"));
+  EXPECT_THAT(version.output, HasSubstr("native tag torch "));
+}
+
+TEST_F(CliTest, BadCommandLine) {
+  EXPECT_INVALID(run("--no-such-flag"), "unrecognised option '--no-such-flag'");
+  EXPECT_INVALID(run(""), "--config is required");
+}
+
+TEST_F(CliTest, YamlSyntaxErrorGivesLineAndColumn) {
+  EXPECT_INVALID(run_job("model: {type: mlp}\ntrain_cfg:\n  max_epochs: [1, 2\n"), "job.yaml:");
+  auto r = run_job("model: {type: mlp}\ntrain_cfg:\n  max_epochs: [1, 2\n");
+  EXPECT_THAT(r.output, HasSubstr("YAML syntax error"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("job\\.yaml:[34]:[0-9]+: "));
+}
+
+TEST_F(CliTest, UnknownKeySuggestsTheClosest) {
+  EXPECT_INVALID(run_job("model: {type: mlp}\ntrain_cfg: {max_epoch: 3}\n"),
+                 "job.yaml:2:13: train_cfg.max_epoch: unknown key (did you mean 'max_epochs'?)");
+}
+
+TEST_F(CliTest, WrongTypeSaysWhatWasExpected) {
+  EXPECT_INVALID(run_job("model: {type: mlp}\ntrain_cfg: {max_epochs: many}\n"),
+                 "job.yaml:2:25: train_cfg.max_epochs: expected an integer, got 'many'");
+}
+
+TEST_F(CliTest, MissingRequiredKey) {
+  EXPECT_INVALID(run_job("train_cfg: {max_epochs: 3}\n"), "missing required key 'model'");
+}
+
+TEST_F(CliTest, AllErrorsAreReportedAtOnce) {
+  auto r = run_job("model: {type: mlp}\ntrain_cfg: {max_epochs: 0}\nseeed: 1\n");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("train_cfg.max_epochs: must be >= 1, got 0"));
+  EXPECT_THAT(r.output, HasSubstr("seeed: unknown key (did you mean 'seed'?)"));
+}
+
+TEST_F(CliTest, IncludeCycleIsNamed) {
+  dir.write("a.yaml", "_base_: b.yaml\nmodel: {type: mlp}\n");
+  dir.write("b.yaml", "_base_: a.yaml\n");
+  auto r = run("--config a.yaml --dry-run");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("include cycle"));
+  EXPECT_THAT(r.output, HasSubstr("a.yaml -> "));
+}
+
+TEST_F(CliTest, MissingIncludeIsNamed) {
+  EXPECT_INVALID(run_job("_base_: [base/common.yaml]\nmodel: {type: mlp}\n"),
+                 "cannot read included file 'base/common.yaml'");
+}
+
+TEST_F(CliTest, BaseAndOverridesAreMergedInPrintConfig) {
+  dir.write("base.yaml", "model: {type: mlp, hidden: 64}\ntrain_cfg: {max_epochs: 5}\n");
+  auto r = run_job("_base_: base.yaml\ntrain_cfg: {max_epochs: 7}\n",
+                   "--print-config --set model.hidden=128 --set seed=3");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("hidden: 128"));
+  EXPECT_THAT(r.output, HasSubstr("max_epochs: 7"));
+  EXPECT_THAT(r.output, HasSubstr("seed: 3"));
+  EXPECT_THAT(r.output, Not(HasSubstr("_base_")));
+}
+
+TEST_F(CliTest, DefaultStrategyIsSingleAndShownInPrintConfig) {
+  auto r = run_job("model: {type: mlp}\n", "--print-config");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("strategy:\n  type: single"));
+  auto dry = run_job("model: {type: mlp}\n", "--dry-run");
+  EXPECT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_THAT(dry.output, HasSubstr("strategy single, 0 hook(s)"));
+}
+
+TEST_F(CliTest, BadLogLevel) {
+  EXPECT_INVALID(run_job(kValidJob, "--dry-run --log-level loud"),
+                 "--log-level: expected trace, debug");
+  EXPECT_INVALID(run_job("model: {type: mlp}\nlog_level: inof\n", "--dry-run"),
+                 "log_level: expected one of trace, debug, info, warn, error, got 'inof' (did you "
+                 "mean 'info'?)");
+}
+
+TEST_F(CliTest, SetOnAnUnknownPath) {
+  EXPECT_INVALID(run_job(kValidJob, "--dry-run --set train_cfg.max_epocs=3"),
+                 "train_cfg.max_epocs: unknown key (did you mean 'max_epochs'?)");
+  auto r = run_job(kValidJob, "--dry-run --set train_cfg.max_epocs=3");
+  EXPECT_THAT(r.output, HasSubstr("--set"));
+  EXPECT_INVALID(run_job(kValidJob, "--dry-run --set novalue"), "expected key.path=value");
+}
+
+TEST_F(CliTest, UnknownPluginKeyIsReportedByThePlugin) {
+  EXPECT_INVALID(run_job("model: {type: mlp}\nstrategy: {type: single, devce: cpu}\n", "--dry-run"),
+                 "strategy.devce: unknown key for strategy 'single' (did you mean 'device'?)");
+  EXPECT_INVALID(
+      run_job("model: {type: mlp}\nstrategy: {type: single, device: tpu}\n", "--dry-run"),
+      "strategy.device: expected auto, cpu, cuda or cuda:N, got 'tpu'");
+}
+
+TEST_F(CliTest, PluginNotFoundListsTheSearchPath) {
+  auto r =
+      run_job("model: {type: mlp}\nstrategy: {type: singel}\n", "--dry-run --plugin-path extra");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("job.yaml:2:18: strategy.type: no strategy plugin provides type 'singel' "
+                        "(did you mean 'single'?)"));
+  EXPECT_THAT(r.output, HasSubstr("--plugin-path " + (dir / "extra").string() + " (missing)"));
+  EXPECT_THAT(r.output, HasSubstr("install " + fs::path(RH_PLUGIN_OUTPUT_DIR).string()));
+}
+
+TEST_F(CliTest, ExplicitPluginThatIsNotAPlugin) {
+  EXPECT_INVALID(run_job("model: {type: mlp}\nhooks:\n  - {type: x, plugin: " +
+                             plugin("rh_test_not_a_plugin") + "}\n",
+                         "--dry-run"),
+                 "does not export rh_plugin_info");
+}
+
+TEST_F(CliTest, ExplicitPluginWithWrongAbiMajor) {
+  EXPECT_INVALID(run_job("model: {type: mlp}\nhooks:\n  - {type: wrong_major, plugin: " +
+                             plugin("rh_test_wrong_major") + "}\n",
+                         "--dry-run"),
+                 "hooks.0.plugin: cannot use plugin");
+  auto r = run_job("model: {type: mlp}\nhooks:\n  - {type: wrong_major, plugin: " +
+                       plugin("rh_test_wrong_major") + "}\n",
+                   "--dry-run");
+  EXPECT_THAT(r.output, HasSubstr("ABI 2.0"));
+}
+
+TEST_F(CliTest, ExplicitPluginWithMismatchedNativeTag) {
+  EXPECT_INVALID(run_job("model: {type: mlp}\nhooks:\n  - {type: native_mismatch, plugin: " +
+                             plugin("rh_test_native_mismatch") + "}\n",
+                         "--dry-run"),
+                 "native ABI tag mismatch: the plugin was built against torch 0.0.0-test");
+}
+
+TEST_F(CliTest, PluginInitError) {
+  EXPECT_INVALID(run_job("model: {type: mlp}\nhooks:\n  - {type: init_error, plugin: " +
+                             plugin("rh_test_init_error") + "}\n",
+                         "--dry-run"),
+                 "Init failed: license server unreachable (test)");
+}
+
+TEST_F(CliTest, PluginCreateThrowingIsContainedAndTheHostExitsCleanly) {
+  auto r = run_job("model: {type: mlp}\nhooks:\n  - {type: create_throws, plugin: " +
+                       plugin("rh_test_create_throws") + "}\n",
+                   "--dry-run");
+  EXPECT_EQ(r.signal, 0) << "the host crashed: " << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("boom from create"));
+}
+
+TEST_F(CliTest, RelativePluginPathIsRelativeToTheJobFile) {
+  fs::create_directories(dir / "jobs/plugins");
+  fs::copy_file(plugin("rh_test_golden_v1"), dir / "jobs/plugins/libgolden.so");
+  dir.write("jobs/job.yaml",
+            "model: {type: mlp}\nhooks:\n  - {type: golden_v1, plugin: plugins/libgolden.so}\n");
+  auto r = run("--config jobs/job.yaml --dry-run");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(CliTest, ListPluginsShowsEveryPluginAndRefusalsWithoutStopping) {
+  fs::create_directories(dir / "extra");
+  fs::copy_file(plugin("rh_test_helper_hook"), dir / "extra/librh_test_helper_hook.so");
+  fs::copy_file(plugin("rh_test_wrong_major"), dir / "extra/librh_test_wrong_major.so");
+  dir.write("extra/libbroken.so", "not a library");
+  auto r = run("--list-plugins", "RH_PLUGIN_PATH=" + quote((dir / "extra").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("RH_PLUGIN_PATH  " + (dir / "extra").string()));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("hook +trace +records every lifecycle event"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("strategy +single "));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("strategy +helper_strategy"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("checkpoint_io +helper_io"));
+  EXPECT_THAT(r.output, HasSubstr("plugin rh_hook_trace 0.1.0, ABI 1.0, native tag none"));
+  EXPECT_THAT(r.output, HasSubstr("plugin rh_strategy_single 0.1.0, ABI 1.0, native tag torch "));
+  EXPECT_THAT(
+      r.output,
+      HasSubstr("libbroken.so  [RH_PLUGIN_PATH]\n  REFUSED: cannot load the shared library"));
+  EXPECT_THAT(
+      r.output,
+      HasSubstr(
+          "librh_test_wrong_major.so  [RH_PLUGIN_PATH]\n  REFUSED: built for runner-host ABI 2.0"));
+}
+
+TEST_F(CliTest, ThePluginSearchNeverLooksInTheCurrentDirectory) {
+  fs::copy_file(plugin("rh_test_golden_v1"), dir / "librh_test_golden_v1.so");
+  auto r = run("--list-plugins", "RH_PLUGIN_PATH=:");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.output, Not(HasSubstr("golden_v1")));
+}
+
+}  // namespace

@@ -1,0 +1,128 @@
+#include <gtest/gtest.h>
+
+#include "ConfigTestUtil.hpp"
+#include "config/JobLoader.hpp"
+#include "config/JobSchema.hpp"
+#include "config/YamlReader.hpp"
+
+namespace rh::config {
+namespace {
+
+using test::data_path;
+using test::messages;
+using test::TempDir;
+using Messages = std::vector<std::string>;
+
+Messages check(const std::string& text) {
+  return messages(validate(*parse_yaml(text, "job.yaml"), job_schema()));
+}
+
+TEST(JobSchemaTest, TheFixtureJobIsValid) {
+  const Job job = load_job(data_path("jobs/mlp_ddp.yaml"), {});
+  EXPECT_EQ(messages(validate(*job.root, job_schema())), Messages{});
+}
+
+TEST(JobSchemaTest, EveryHostKeyAccepted) {
+  EXPECT_EQ(
+      check("work_dir: out\n"
+            "seed: 3\n"
+            "diff_rank_seed: true\n"
+            "deterministic: false\n"
+            "log_level: debug\n"
+            "model: {type: MLP, hidden: [1]}\n"
+            "data:\n"
+            "  train: {dataset: {type: Synthetic}, batch_size: 8}\n"
+            "  val: {batch_size: 8}\n"
+            "  test: {}\n"
+            "optim_wrapper:\n"
+            "  optimizer: {type: SGD, lr: 0.1}\n"
+            "  paramwise_cfg: {norm_decay_mult: 0}\n"
+            "  clip_grad: null\n"
+            "  accumulative_counts: 2\n"
+            "param_scheduler: {type: StepLR, step_size: 3}\n"
+            "auto_scale_lr: {enable: true, base_batch_size: 256}\n"
+            "train_cfg: {by_epoch: false, max_iters: 1000, val_interval: 100, val_begin: 1}\n"
+            "val_cfg:\n"
+            "test_cfg: {type: TestLoop}\n"
+            "strategy: {type: zero, plugin: ./libzero.so, stage: 2}\n"
+            "hooks: [{type: LoggerHook, priority: LOW}, {type: EMAHook, priority: 40}]\n"
+            "checkpoint_io: {type: safetensors}\n"
+            "load_from: null\n"
+            "resume: auto\n"
+            "dist: {backend: nccl, timeout_s: 0.5, master_addr: 127.0.0.1, master_port: 0}\n"),
+      Messages{});
+  EXPECT_EQ(check("model: {type: MLP}\nresume: false\nload_from: /ckpt/x.pt\n"), Messages{});
+}
+
+TEST(JobSchemaTest, ModelIsRequired) {
+  EXPECT_EQ(check("seed: 1\n"), Messages{"job.yaml:1:1: missing required key 'model'"});
+}
+
+TEST(JobSchemaTest, ReportsEveryErrorInFileOrder) {
+  const std::string file = data_path("bad_job.yaml");
+  const Job job = load_job(file, {});
+  const Messages expected = {
+      file + ":2:7: seed: must be >= 0, got -1",
+      file + ":3:12: log_level: expected one of trace, debug, info, warn, error, got 'verbose'",
+      file + ":5:3: model: missing required key 'type'",
+      file + ":7:3: train_cfg.max_epoch: unknown key (did you mean 'max_epochs'?)",
+      file + ":8:17: train_cfg.val_interval: expected an integer, got 'abc'",
+      file + ":11:25: optim_wrapper.clip_grad.max_norm: must be > 0, got 0",
+      file + ":12:24: optim_wrapper.accumulative_counts: must be >= 1, got 0",
+      file + ":15:5: param_scheduler.1: missing required key 'type'",
+      file + ":18:15: hooks.0.priority: must be <= 100, got 101",
+      file + ":19:5: hooks.1: missing required key 'type'",
+      file +
+          ":19:15: hooks.1.priority: expected one of HIGHEST, VERY_HIGH, HIGH, ABOVE_NORMAL, "
+          "NORMAL, BELOW_NORMAL, LOW, VERY_LOW, LOWEST, got 'HIHG' (did you mean 'HIGH'?)",
+      file + ":20:9: resume: expected true, false, 'auto' or a checkpoint path, got a map",
+      file + ":22:12: dist.backend: expected one of auto, gloo, nccl, got 'mpi'",
+      file + ":23:16: dist.master_port: must be <= 65535, got 70000",
+      file + ":24:11: strategy: expected a map, got 'ddp'",
+      file + ":25:1: unknown_top: unknown key",
+  };
+  EXPECT_EQ(messages(validate(*job.root, job_schema())), expected);
+}
+
+TEST(JobSchemaTest, ErrorsInABaseFileNameTheBase) {
+  TempDir dir;
+  const std::string base = dir.write("base.yaml", "train_cfg:\n  max_epochs: 0\n");
+  const std::string main = dir.write("main.yaml", "_base_: base.yaml\nmodel: {type: MLP}\n");
+  const Job job = load_job(main, {});
+  EXPECT_EQ(messages(validate(*job.root, job_schema())),
+            Messages{base + ":2:15: train_cfg.max_epochs: must be >= 1, got 0"});
+}
+
+TEST(JobSchemaTest, OverrideTyposSurfaceAtTheOverride) {
+  TempDir dir;
+  const std::string main =
+      dir.write("main.yaml", "model: {type: MLP}\ntrain_cfg: {max_epochs: 3}\n");
+  const Job job = load_job(
+      main, {"train_cfg.max_epoch=5", "dist.timeout_s=0", "optim_wrapper.optimizer.lr=3e-4"});
+  EXPECT_EQ(
+      messages(validate(*job.root, job_schema())),
+      (Messages{
+          "--set 'train_cfg.max_epoch=5': train_cfg.max_epoch: unknown key (did you mean "
+          "'max_epochs'?)",
+          "--set 'dist.timeout_s=0': dist.timeout_s: must be > 0, got 0",
+          "--set 'optim_wrapper.optimizer.lr=3e-4': optim_wrapper.optimizer: missing required "
+          "key 'type'",
+      }));
+}
+
+TEST(JobSchemaTest, TopLevelTypoGetsASuggestion) {
+  EXPECT_EQ(check("model: {type: MLP}\noptim_wraper: {}\nhook: []\n"),
+            (Messages{"job.yaml:2:1: optim_wraper: unknown key (did you mean 'optim_wrapper'?)",
+                      "job.yaml:3:1: hook: unknown key (did you mean 'hooks'?)"}));
+}
+
+TEST(JobSchemaTest, SubtreesOfTheWrongKind) {
+  EXPECT_EQ(
+      check("model: {type: MLP}\nhooks: {type: LoggerHook}\ndata: {train: [1]}\nval_cfg: 3\n"),
+      (Messages{"job.yaml:2:8: hooks: expected a list, got a map",
+                "job.yaml:3:15: data.train: expected a map, got a list",
+                "job.yaml:4:10: val_cfg: expected a map, got '3'"}));
+}
+
+}  // namespace
+}  // namespace rh::config

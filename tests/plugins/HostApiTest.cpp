@@ -1,0 +1,138 @@
+// The host API table as plugins see it: errors, config access with lookup
+// recording, run state with struct_size, state dicts.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/TestUtil.hpp"
+#include "config/ConfigNode.hpp"
+#include "config/JobLoader.hpp"
+#include "plugins/HostApi.hpp"
+#include "plugins/StateDict.hpp"
+
+using ::testing::HasSubstr;
+
+namespace {
+
+class HostApiTest : public ::testing::Test {
+ protected:
+  rh::host::HostServices services;
+  const rh_HostApi* api = services.api();
+  rh::test::TempDir dir;
+
+  std::string message(rh_Error* e) {
+    rh_StringView m = api->Error_Message(e);
+    std::string s(m.data, m.size);
+    api->Error_Destroy(e);
+    return s;
+  }
+};
+
+TEST_F(HostApiTest, TableAnnouncesItsVersionAndSize) {
+  EXPECT_EQ(api->struct_size, RH_HOST_API_STRUCT_SIZE);
+  EXPECT_EQ(api->abi_major, RH_ABI_VERSION_MAJOR);
+  EXPECT_EQ(api->abi_minor, RH_ABI_VERSION_MINOR);
+  EXPECT_NE(api->Error_Create, nullptr);
+  EXPECT_EQ(api->Comm_World, nullptr);  // not provided until a communicator exists
+}
+
+TEST_F(HostApiTest, ErrorsCarryCodeAndMessageAndDestroyAcceptsNull) {
+  rh_Error* e = api->Error_Create(RH_ERROR_IO, "disk full", 9);
+  EXPECT_EQ(api->Error_Code(e), RH_ERROR_IO);
+  EXPECT_EQ(message(e), "disk full");
+  api->Error_Destroy(nullptr);
+}
+
+TEST_F(HostApiTest, ConfigAccessRecordsLookupsAndReportsLocations) {
+  auto job = rh::config::load_job(
+      dir.write("job.yaml",
+                "model: {type: mlp}\nstrategy:\n  type: x\n  cap: abc\n  list: [1, 2]\n")
+          .string(),
+      {});
+  auto* strategy = reinterpret_cast<const rh_ConfigNode*>(job.root->find("strategy"));
+  EXPECT_EQ(api->Config_Kind(strategy), RH_CONFIG_MAP);
+  EXPECT_EQ(api->Config_Get(strategy, "absent", 6), nullptr);
+  const rh_ConfigNode* cap = api->Config_Get(strategy, "cap", 3);
+  ASSERT_NE(cap, nullptr);
+  int64_t v = 0;
+  std::string err = message(api->Config_AsInt(cap, &v));
+  EXPECT_THAT(err, HasSubstr("job.yaml:4:8: strategy.cap: expected an integer, got 'abc'"));
+  rh_StringView s{};
+  EXPECT_EQ(api->Config_AsString(cap, &s), nullptr);
+  EXPECT_EQ(std::string(s.data, s.size), "abc");
+  const rh_ConfigNode* list = api->Config_Get(strategy, "list", 4);
+  EXPECT_EQ(api->Config_Size(list), 2u);
+  EXPECT_EQ(api->Config_AsInt(api->Config_At(list, 1), &v), nullptr);
+  EXPECT_EQ(v, 2);
+  EXPECT_EQ(api->Config_At(list, 2), nullptr);
+  rh_StringView path = api->Config_Path(api->Config_At(list, 0));
+  EXPECT_EQ(std::string(path.data, path.size), "strategy.list.0");
+  auto lookups = job.root->find("strategy")->lookups();
+  EXPECT_TRUE(lookups.count("absent"));
+  EXPECT_TRUE(lookups.count("cap"));
+  EXPECT_THAT(message(api->Config_Error(cap, "too big", 7)),
+              HasSubstr("job.yaml:4:8: strategy.cap: too big"));
+}
+
+TEST_F(HostApiTest, RunStateRespectsTheCallersStructSize) {
+  rh_RunState s{};
+  s.struct_size = RH_RUN_STATE_STRUCT_SIZE;
+  s.epoch = 3;
+  s.iter = 7;
+  services.set_run_state(s);
+  rh_Context* ctx = services.new_context("p", "hook p");
+  // An older plugin that only knows the fields up to `iter`.
+  rh_RunState old{};
+  old.struct_size = RH_STRUCT_SIZE(rh_RunState, iter);
+  old.world_size = -5;
+  ASSERT_EQ(api->RunState_Get(ctx, &old), nullptr);
+  EXPECT_EQ(old.struct_size, RH_STRUCT_SIZE(rh_RunState, iter));
+  EXPECT_EQ(old.epoch, 3);
+  EXPECT_EQ(old.iter, 7);
+  EXPECT_EQ(old.world_size, -5);  // past its struct_size: untouched
+}
+
+TEST_F(HostApiTest, MetricsAreCollectedInOrder) {
+  rh_Context* ctx = services.new_context("p", "hook p");
+  EXPECT_EQ(api->Metric_Put(ctx, "loss_scale", 10, 1024.0), nullptr);
+  EXPECT_EQ(api->Metric_Put(ctx, "x", 1, 2.0), nullptr);
+  EXPECT_THAT(message(api->Metric_Put(ctx, "", 0, 1.0)), HasSubstr("needs a name"));
+  auto m = services.take_metrics();
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].first, "loss_scale");
+  EXPECT_EQ(m[1].second, 2.0);
+  EXPECT_TRUE(services.take_metrics().empty());
+}
+
+TEST_F(HostApiTest, StateDictCopiesStridedTensorsAndBytes) {
+  // A 2x3 float tensor viewed transposed (3x2, strides {1, 3}).
+  float data[6] = {0, 1, 2, 3, 4, 5};
+  int64_t shape[2] = {3, 2};
+  int64_t strides[2] = {1, 3};
+  DLManagedTensor t{};
+  t.dl_tensor = DLTensor{data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, strides, 0};
+  rh_StateDict dict;
+  ASSERT_EQ(api->StateDict_PutTensor(&dict, "w", 1, &t), nullptr);
+  data[0] = 99;  // the dict holds a copy
+  ASSERT_EQ(api->StateDict_PutBytes(&dict, "blob", 4, "abc", 3), nullptr);
+  EXPECT_EQ(api->StateDict_Size(&dict), 2u);
+  rh_StringView k0 = api->StateDict_KeyAt(&dict, 0);
+  EXPECT_EQ(std::string(k0.data, k0.size), "blob");
+  const DLManagedTensor* out = nullptr;
+  ASSERT_EQ(api->StateDict_GetTensor(&dict, "w", 1, &out), nullptr);
+  ASSERT_EQ(out->dl_tensor.ndim, 2);
+  EXPECT_EQ(out->dl_tensor.shape[0], 3);
+  const float* f = static_cast<const float*>(out->dl_tensor.data);
+  EXPECT_EQ(std::vector<float>(f, f + 6), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  rh_StringView blob{};
+  ASSERT_EQ(api->StateDict_GetBytes(&dict, "blob", 4, &blob), nullptr);
+  EXPECT_EQ(std::string(blob.data, blob.size), "abc");
+  rh_Error* e = api->StateDict_GetTensor(&dict, "blob", 4, &out);
+  EXPECT_EQ(api->Error_Code(e), RH_ERROR_NOT_FOUND);
+  api->Error_Destroy(e);
+  DLManagedTensor gpu = t;
+  gpu.dl_tensor.device = {kDLCUDA, 0};
+  EXPECT_THAT(message(api->StateDict_PutTensor(&dict, "g", 1, &gpu)),
+              HasSubstr("host-memory tensors"));
+}
+
+}  // namespace
