@@ -103,7 +103,7 @@ RH_ABI_PIN_SIZE(rh_Metric, 24);
 RH_ABI_PIN_OFFSET(rh_Metric, name, 0);
 RH_ABI_PIN_OFFSET(rh_Metric, value, 16);
 
-RH_ABI_PIN_SIZE(rh_HostApi, 344);
+RH_ABI_PIN_SIZE(rh_HostApi, 360);
 RH_ABI_PIN_OFFSET(rh_HostApi, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_HostApi, abi_major, 8);
 RH_ABI_PIN_OFFSET(rh_HostApi, abi_minor, 12);
@@ -148,7 +148,10 @@ RH_ABI_PIN_OFFSET(rh_HostApi, Comm_NewGroup, 312);
 RH_ABI_PIN_OFFSET(rh_HostApi, CommWork_Wait, 320);
 RH_ABI_PIN_OFFSET(rh_HostApi, CommWork_IsCompleted, 328);
 RH_ABI_PIN_OFFSET(rh_HostApi, CommWork_Destroy, 336);
-RH_ABI_PIN_STRUCT_SIZE(RH_HOST_API_STRUCT_SIZE, rh_HostApi, 344);
+/* ABI 1.1 */
+RH_ABI_PIN_OFFSET(rh_HostApi, Checkpoint_Save, 344);
+RH_ABI_PIN_OFFSET(rh_HostApi, Checkpoint_Remove, 352);
+RH_ABI_PIN_STRUCT_SIZE(RH_HOST_API_STRUCT_SIZE, rh_HostApi, 360);
 
 RH_ABI_PIN_SIZE(rh_CreateArgs, 64);
 RH_ABI_PIN_OFFSET(rh_CreateArgs, struct_size, 0);

@@ -57,7 +57,7 @@ TEST_F(CliTest, HelpAndVersion) {
   EXPECT_THAT(help.output, HasSubstr("--list-plugins"));
   auto version = run("--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_THAT(version.output, HasSubstr("ABI 1.0"));
+  EXPECT_THAT(version.output, HasSubstr("ABI 1.1"));
   EXPECT_THAT(version.output, HasSubstr("native tag torch "));
 }
 
@@ -225,8 +225,8 @@ TEST_F(CliTest, ListPluginsShowsEveryPluginAndRefusalsWithoutStopping) {
   EXPECT_THAT(r.output, ::testing::ContainsRegex("strategy +single "));
   EXPECT_THAT(r.output, ::testing::ContainsRegex("strategy +helper_strategy"));
   EXPECT_THAT(r.output, ::testing::ContainsRegex("checkpoint_io +helper_io"));
-  EXPECT_THAT(r.output, HasSubstr("plugin rh_hook_trace 0.1.0, ABI 1.0, native tag none"));
-  EXPECT_THAT(r.output, HasSubstr("plugin rh_strategy_single 0.1.0, ABI 1.0, native tag torch "));
+  EXPECT_THAT(r.output, HasSubstr("plugin rh_hook_trace 0.1.0, ABI 1.1, native tag none"));
+  EXPECT_THAT(r.output, HasSubstr("plugin rh_strategy_single 0.1.0, ABI 1.1, native tag torch "));
   EXPECT_THAT(
       r.output,
       HasSubstr("libbroken.so  [RH_PLUGIN_PATH]\n  REFUSED: cannot load the shared library"));

@@ -24,6 +24,8 @@
  *   1.0  first stable version: rh_HostApi (errors, logging, config, tensors,
  *        run state, state dicts, communicator), strategy, hook and
  *        checkpoint-IO vtables, rh_PluginInfo entry point.
+ *   1.1  rh_HostApi: Checkpoint_Save, Checkpoint_Remove (hooks that decide
+ *        when to checkpoint).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -36,7 +38,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 0
+#define RH_ABI_VERSION_MINOR 1
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

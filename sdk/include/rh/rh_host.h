@@ -209,8 +209,20 @@ typedef struct rh_HostApi {
   int32_t (*CommWork_IsCompleted)(rh_CommWork* work);
   /* Frees the handle (waits first if still running). Accepts NULL. */
   void (*CommWork_Destroy)(rh_CommWork* work);
+
+  /* ---- Checkpoints (ABI 1.1) ------------------------------------------- */
+  /* Saves a checkpoint named `name` (a directory of the job's work_dir) now,
+   * through the host's protocol: before_save_checkpoint hooks, the
+   * strategy's state, the checkpoint-IO plugin, an atomic publish, then the
+   * `latest` pointer. Call only while handling after_train_iter,
+   * after_train_epoch or after_val_epoch. `name` is borrowed; it must be a
+   * plain file name ([A-Za-z0-9_.-], not "latest"). On every rank. */
+  rh_Error* (*Checkpoint_Save)(rh_Context* context, const char* name, size_t name_size);
+  /* Deletes the published checkpoint `name` of the work_dir (max_keep,
+   * replaced best). Refuses the one `latest` points to. */
+  rh_Error* (*Checkpoint_Remove)(rh_Context* context, const char* name, size_t name_size);
 } rh_HostApi;
-#define RH_HOST_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_HostApi, CommWork_Destroy)
+#define RH_HOST_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_HostApi, Checkpoint_Remove)
 
 /* Passed to every component's Create. Borrowed for the call; the pointers
  * inside stay valid until the instance is destroyed. */

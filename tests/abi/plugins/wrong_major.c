@@ -11,7 +11,7 @@ static const rh_Component kComponents[] = {
 
 static const rh_PluginInfo kInfo = {RH_PLUGIN_INFO_STRUCT_SIZE,
                                     RH_ABI_VERSION_MAJOR + 1,
-                                    RH_ABI_VERSION_MINOR,
+                                    0,
                                     RH_STR("rh_test_wrong_major"),
                                     RH_STR("0.1.0"),
                                     RH_NATIVE_TAG_NONE,

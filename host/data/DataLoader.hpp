@@ -1,0 +1,60 @@
+// Batches a dataset for one rank: sampler order, batch_size, drop_last, and
+// `num_workers` background threads preparing up to `prefetch` batches ahead.
+// Resumable: start_epoch(epoch, skip) starts at batch `skip` without reading
+// the skipped examples.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+
+#include "data/Dataset.hpp"
+#include "data/DistributedSampler.hpp"
+
+namespace rh::config {
+class Node;
+}
+
+namespace rh::data {
+
+struct Batch {
+  at::Tensor input;   // (B, ...) stacked Example::input
+  at::Tensor target;  // (B) or (B, T)
+};
+
+struct LoaderOptions {
+  size_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;  // drop the last incomplete batch (and sampler padding)
+  int num_workers = 1;     // background threads; 0 = load in the caller's thread
+  int prefetch = 2;        // batches prepared ahead
+  uint64_t seed = 0;
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<Dataset> dataset, LoaderOptions options, int rank, int world_size);
+  ~DataLoader();  // stops and joins the workers
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Starts epoch `epoch` at batch `skip_batches` (resume).
+  void start_epoch(int64_t epoch, size_t skip_batches = 0);
+  // The next batch of the epoch, or nullopt at its end. Rethrows a worker's error.
+  std::optional<Batch> next();
+  size_t batches_per_epoch() const;
+  const Dataset& dataset() const { return *dataset_; }
+  const LoaderOptions& options() const { return options_; }
+
+ private:
+  struct Impl;
+  std::shared_ptr<Dataset> dataset_;
+  LoaderOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Options of a validated `data.train`/`data.val`/`data.test` subtree.
+LoaderOptions loader_options(const config::Node& cfg, uint64_t seed);
+
+}  // namespace rh::data

@@ -1,0 +1,11 @@
+// The schema of `data.train` / `data.val` / `data.test` (no LibTorch here).
+#pragma once
+
+#include "config/Schema.hpp"
+
+namespace rh::data {
+
+// {dataset: <typed union of dataset types>, batch_size, shuffle, drop_last, num_workers, prefetch}
+config::Schema loader_schema();
+
+}  // namespace rh::data

@@ -1,0 +1,35 @@
+// Which dataset indices this rank sees, in which order, each epoch.
+//
+// Like torch.utils.data.DistributedSampler: every epoch the whole index range
+// is shuffled with seed + epoch (same permutation on every rank), padded (or
+// trimmed with drop_last) to a multiple of world_size, and rank r takes
+// indices r, r + world, r + 2·world... so ranks are disjoint and every sample
+// is seen once per epoch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace rh::data {
+
+class DistributedSampler {
+ public:
+  DistributedSampler(size_t dataset_size, int rank, int world_size, bool shuffle, uint64_t seed,
+                     bool drop_last);
+  void set_epoch(int64_t epoch);
+  // This rank's indices for the current epoch, in order.
+  std::vector<size_t> indices() const;
+  size_t num_samples() const;  // per rank per epoch
+
+ private:
+  size_t dataset_size_;
+  int rank_;
+  int world_size_;
+  bool shuffle_;
+  uint64_t seed_;
+  bool drop_last_;
+  int64_t epoch_ = 0;
+};
+
+}  // namespace rh::data
