@@ -11,19 +11,22 @@ namespace {
 
 po::options_description describe() {
   po::options_description d("Options");
-  d.add_options()("config,c", po::value<std::string>()->value_name("FILE"), "the YAML job file")(
-      "set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
-      "override a job key (repeatable); VALUE is YAML: 3e-4, [1, 2], 'text'")(
-      "plugin-path", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
-      "search DIR for plugins before RH_PLUGIN_PATH and the install (repeatable)")(
-      "list-plugins",
-      "list every plugin found (kind, type names, versions, tags) and why any was refused")(
-      "print-config", "print the job after _base_ includes and --set overrides, then exit")(
-      "dry-run",
-      "validate the job and create every plugin component, then exit; builds and writes nothing")(
-      "log-level", po::value<std::string>()->value_name("LEVEL"),
-      "trace, debug, info, warn or error")("version", "print the version, ABI and native tag")(
-      "help,h", "show this help");
+  // clang-format off
+  d.add_options()
+      ("config,c", po::value<std::string>()->value_name("FILE"), "the YAML job file")
+      ("set", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
+       "override a job key (repeatable); VALUE is YAML: 3e-4, [1, 2], 'text'")
+      ("plugin-path", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
+       "search DIR for plugins before RH_PLUGIN_PATH and the install (repeatable)")
+      ("list-plugins", "list every plugin found (kind, type names, versions, tags) and why any was refused")
+      ("print-config", "print the job after _base_ includes and --set overrides, then exit")
+      ("mode", po::value<std::string>()->value_name("MODE"),
+       "train (default), val or test: val/test evaluate load_from or the resumed checkpoint, no optimizer")
+      ("dry-run", "validate the job and create every plugin component, then exit; builds and writes nothing")
+      ("log-level", po::value<std::string>()->value_name("LEVEL"), "trace, debug, info, warn or error")
+      ("version", "print the version, ABI and native tag")
+      ("help,h", "show this help");
+  // clang-format on
   return d;
 }
 
@@ -44,6 +47,7 @@ std::string cli_help() {
       << "  runner-host --config job.yaml --set optim_wrapper.optimizer.lr=3e-4 --set "
          "train_cfg.max_epochs=2\n"
       << "  runner-host --config job.yaml --dry-run\n"
+      << "  runner-host --config job.yaml --mode val --set load_from=work_dirs/job/epoch_10\n"
       << "  runner-host --config job.yaml --print-config\n"
       << "  runner-host --list-plugins --plugin-path ./my_plugins\n\n"
       << "Exit codes: 0 success, 2 invalid job or plugin (nothing was created or written), 1 run "
@@ -66,6 +70,9 @@ CliOptions parse_cli(int argc, const char* const* argv) {
   o.list_plugins = vm.count("list-plugins") > 0;
   o.print_config = vm.count("print-config") > 0;
   o.dry_run = vm.count("dry-run") > 0;
+  if (vm.count("mode")) o.mode = vm["mode"].as<std::string>();
+  if (o.mode != "train" && o.mode != "val" && o.mode != "test")
+    throw std::runtime_error("--mode: expected train, val or test, got '" + o.mode + "'");
   if (vm.count("log-level")) o.log_level = vm["log-level"].as<std::string>();
   o.version = vm.count("version") > 0;
   o.help = vm.count("help") > 0;

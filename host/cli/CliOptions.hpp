@@ -14,6 +14,7 @@ struct CliOptions {
   bool list_plugins = false;
   bool print_config = false;
   bool dry_run = false;
+  std::string mode = "train";            // --mode train|val|test
   std::optional<std::string> log_level;  // --log-level overrides the job's
   bool version = false;
   bool help = false;

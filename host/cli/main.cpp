@@ -15,6 +15,8 @@
 #include "config/JobLoader.hpp"
 #include "config/JobSchema.hpp"
 #include "config/Schema.hpp"
+#include "lifecycle/JobComponents.hpp"
+#include "lifecycle/Runner.hpp"
 #include "plugins/ComponentFactory.hpp"
 #include "plugins/HostApi.hpp"
 #include "plugins/HostError.hpp"
@@ -43,15 +45,18 @@ bool set_log_level(const std::string& level) {
   return true;
 }
 
-// Keys the job may leave out and that --print-config should still show.
+// Plugin components the job may leave out (--print-config shows them).
 void apply_defaults(config::Node& root) {
-  if (root.find("strategy") == nullptr) {
-    config::Location where{"(default)"};
-    auto strategy = config::Node::make_map(where);
-    strategy->set("type", config::Node::make_scalar("single", false, where), where);
-    root.set("strategy", strategy, where);
-    root.assign_paths();
+  const config::Location where{"(default)"};
+  for (const auto& [key, type] :
+       {std::pair<const char*, const char*>{"strategy", "single"},
+        std::pair<const char*, const char*>{"checkpoint_io", "safetensors"}}) {
+    if (root.find(key) != nullptr) continue;
+    auto spec = config::Node::make_map(where);
+    spec->set("type", config::Node::make_scalar(type, false, where), where);
+    root.set(key, spec, where);
   }
+  root.assign_paths();
 }
 
 void warn_on_reference_blas() {
@@ -62,24 +67,6 @@ void warn_on_reference_blas() {
         "Install OpenBLAS: apt-get install libopenblas0-pthread",
         blas);
   }
-}
-
-// The components the job names, created once so that every plugin checks its
-// own subtree (lifecycle step 1).
-struct JobComponents {
-  std::unique_ptr<host::StrategyInstance> strategy;
-  std::vector<std::unique_ptr<host::HookInstance>> hooks;
-  std::unique_ptr<host::CheckpointIoInstance> checkpoint_io;
-};
-
-JobComponents create_components(host::ComponentFactory& factory, const config::Node& root) {
-  JobComponents c;
-  if (const config::Node* s = root.find("strategy")) c.strategy = factory.create_strategy(*s);
-  if (const config::Node* hooks = root.find("hooks"))
-    for (const auto& h : hooks->seq_items()) c.hooks.push_back(factory.create_hook(*h));
-  if (const config::Node* io = root.find("checkpoint_io"))
-    c.checkpoint_io = factory.create_checkpoint_io(*io);
-  return c;
 }
 
 std::string default_work_dir(const config::Node& root, const std::string& config_path) {
@@ -132,7 +119,7 @@ int main(int argc, char** argv) {
   try {
     job = config::load_job(opts.config, opts.set_args);
     apply_defaults(*job.root);
-    auto errors = config::validate(*job.root, config::job_schema());
+    auto errors = config::validate_job(*job.root);
     if (!errors.empty()) {
       for (const auto& e : errors) std::cerr << "runner-host: error: " << e.what() << "\n";
       return kExitInvalid;
@@ -151,21 +138,35 @@ int main(int argc, char** argv) {
   const fs::path job_dir = fs::absolute(opts.config).parent_path();
   host::ComponentFactory factory(registry, services, job_dir,
                                  default_work_dir(*job.root, opts.config));
-  JobComponents components;
+  lifecycle::JobComponents components;
   try {
-    components = create_components(factory, *job.root);
+    components = lifecycle::create_components(factory, *job.root);
   } catch (const std::exception& e) {
     return fail(kExitInvalid, e.what());
   }
   if (opts.dry_run) {
-    spdlog::info(
-        "dry run: the job is valid; strategy {}, {} hook(s), checkpoint_io {}",
-        components.strategy->type(), components.hooks.size(),
-        components.checkpoint_io ? components.checkpoint_io->type() : "safetensors (default)");
+    spdlog::info("dry run: the job is valid; strategy {}, {} hook(s), checkpoint_io {}",
+                 components.strategy->type(), components.hooks.size(),
+                 components.checkpoint_io->type());
     return 0;
   }
-  return fail(kExitRunFailed,
-              "this build of runner-host validates jobs and loads plugins, but the training "
-              "lifecycle is not "
-              "built yet; use --dry-run");
+
+  // Steps 2-13: the lifecycle.
+  lifecycle::RunnerOptions run_opts;
+  run_opts.mode = opts.mode == "val"    ? lifecycle::RunMode::Val
+                  : opts.mode == "test" ? lifecycle::RunMode::Test
+                                        : lifecycle::RunMode::Train;
+  run_opts.job_dir = job_dir;
+  run_opts.work_dir = default_work_dir(*job.root, opts.config);
+  run_opts.config_yaml = config::to_yaml(*job.root);
+  run_opts.runner_version = RH_VERSION;
+  try {
+    lifecycle::Runner runner(*job.root, run_opts, services, std::move(components));
+    runner.run();
+  } catch (const config::ConfigError& e) {
+    return fail(kExitInvalid, e.what());
+  } catch (const std::exception& e) {
+    return fail(kExitRunFailed, e.what());
+  }
+  return 0;
 }

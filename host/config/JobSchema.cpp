@@ -1,11 +1,14 @@
 #include "config/JobSchema.hpp"
 
+#include "data/DataSchema.hpp"
+#include "model/ModelSchema.hpp"
+#include "optim/OptimSchema.hpp"
+
 namespace rh::config {
 namespace {
 
 Schema build_job_schema() {
   using namespace schema;
-  const Schema typed = open_map({{"type", string(), true}});
 
   return map({
       {"work_dir", string(), false, "directory for logs and checkpoints"},
@@ -13,16 +16,12 @@ Schema build_job_schema() {
       {"diff_rank_seed", boolean(), false, "offset the seed by the rank"},
       {"deterministic", boolean(), false, "use deterministic algorithms"},
       {"log_level", enumeration({"trace", "debug", "info", "warn", "error"})},
-      {"model", typed, true, "the model builder's config"},
-      {"data", map({{"train", open_map({})}, {"val", open_map({})}, {"test", open_map({})}})},
-      {"optim_wrapper", map({
-                            {"optimizer", typed},
-                            {"paramwise_cfg", open_map({})},
-                            {"clip_grad", nullable(map({{"max_norm", number_above(0), true},
-                                                        {"norm_type", number()}}))},
-                            {"accumulative_counts", integer(1)},
-                        })},
-      {"param_scheduler", one_of({typed, list(typed)}, "a scheduler map or a list of them")},
+      {"model", model::model_schema(), true, "the model: type and its keys"},
+      {"data", map({{"train", data::loader_schema()},
+                    {"val", data::loader_schema()},
+                    {"test", data::loader_schema()}})},
+      {"optim_wrapper", optim::optim_wrapper_schema()},
+      {"param_scheduler", optim::param_scheduler_schema()},
       {"auto_scale_lr", map({{"enable", boolean()}, {"base_batch_size", integer(1)}})},
       {"train_cfg", map({
                         {"by_epoch", boolean()},
@@ -36,7 +35,10 @@ Schema build_job_schema() {
       {"strategy", plugin_spec(false), false, "the training strategy plugin"},
       {"hooks", list(plugin_spec(true)), false, "hook plugins"},
       {"checkpoint_io", plugin_spec(false), false, "the checkpoint storage plugin"},
-      {"load_from", nullable(string()), false, "checkpoint to load weights from"},
+      {"load_from",
+       nullable(one_of({string(), map({{"path", string(), true}, {"strict", boolean()}})},
+                       "a checkpoint directory or weights file, or {path, strict}")),
+       false, "weights to start from (a checkpoint directory or a .safetensors file)"},
       {"resume", one_of({boolean(), string()}, "true, false, 'auto' or a checkpoint path")},
       {"dist", map({
                    {"backend", enumeration({"auto", "gloo", "nccl"})},
@@ -52,6 +54,20 @@ Schema build_job_schema() {
 const Schema& job_schema() {
   static const Schema kSchema = build_job_schema();
   return kSchema;
+}
+
+}  // namespace rh::config
+
+namespace rh::config {
+
+std::vector<ConfigError> validate_job(const Node& root) {
+  std::vector<ConfigError> errors = validate(root, job_schema());
+  if (!errors.empty()) return errors;  // the checks below assume the schema holds
+  if (const Node* o = root.find("optim_wrapper"))
+    for (auto& e : optim::check_optim_wrapper(*o)) errors.push_back(std::move(e));
+  if (const Node* p = root.find("param_scheduler"))
+    for (auto& e : optim::check_param_scheduler(*p)) errors.push_back(std::move(e));
+  return errors;
 }
 
 }  // namespace rh::config

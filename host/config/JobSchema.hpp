@@ -1,13 +1,20 @@
-// The schema of the keys the host owns at the top of a job file (MMEngine's
-// names). Subtrees that belong to a builder or plugin (model, data.*, the
-// optimizer, schedulers, strategy/hooks/checkpoint_io options) are open maps
-// here; their owners check the rest.
+// The schema of a job file (MMEngine's key names): the host's own keys and,
+// through their owners' schemas, the model, data, optimizer and scheduler
+// subtrees. Plugin subtrees (strategy/hooks/checkpoint_io options) are left
+// open here: each plugin checks its own at create.
 #pragma once
 
+#include <vector>
+
+#include "config/ConfigNode.hpp"
 #include "config/Schema.hpp"
 
 namespace rh::config {
 
 const Schema& job_schema();
+
+// Lifecycle step 0: the schema plus the cross-key rules a schema cannot say
+// (optimizer and scheduler consistency). Every error, in file order.
+std::vector<ConfigError> validate_job(const Node& root);
 
 }  // namespace rh::config

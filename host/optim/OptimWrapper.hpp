@@ -2,6 +2,27 @@
 // torch::optim optimizer over the strategy's parameters with paramwise_cfg
 // parameter groups, clips gradients, counts accumulation steps, and exports /
 // imports its state as named tensors for checkpoints.
+//
+// Optimizers: SGD (lr required), Adam, AdamW (lr 1e-3; AdamW weight_decay
+// 0.01) with torch::optim's semantics.
+//
+// paramwise_cfg (MMEngine's DefaultOptimWrapperConstructor): base = the
+// optimizer's lr and weight_decay. For each parameter that requires grad:
+//  - custom_keys: the first key (longest first, then alphabetical) that is a
+//    substring of the name sets lr = base × lr_mult, wd = base × decay_mult
+//    (both default 1) and no other rule applies;
+//  - else bias_lr_mult scales the lr of `.bias` parameters that are not norm;
+//  - and the first configured one of these scales the weight decay:
+//    norm_decay_mult (is_norm), bias_decay_mult (`.bias`, norm biases too when
+//    norm_decay_mult is unset), flat_decay_mult (any other 1-D parameter, and
+//    1-D norm/bias parameters whose own multiplier is unset).
+// Any decay multiplier needs an explicit optimizer.weight_decay (as MMEngine).
+// Parameters with the same (lr, weight_decay) share a param group; groups come
+// in the order of their first parameter.
+//
+// accumulative_counts = N is only reported here: the runner divides each
+// iteration's loss by N and calls step() / zero_grad() every N iterations
+// (MMEngine divides the loss of a shorter last run by its own length).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,7 +50,9 @@ struct OptimParam {
 
 class OptimWrapper {
  public:
-  // `cfg` is the validated `optim_wrapper:` subtree.
+  // `cfg` is the validated `optim_wrapper:` subtree; throws config::ConfigError
+  // for what check_optim_wrapper() reports, std::invalid_argument for a
+  // parameter given twice.
   OptimWrapper(const config::Node& cfg, std::vector<OptimParam> params);
   ~OptimWrapper();
 
@@ -41,16 +64,25 @@ class OptimWrapper {
   void set_lrs(const std::vector<double>& lrs);
 
   int accumulative_counts() const { return accumulative_counts_; }
-  // Clips (when clip_grad is set) and steps. Returns the total gradient norm
+  // Clips (when clip_grad is set: torch::nn::utils::clip_grad_norm_ over the
+  // parameters that have a grad) and steps. Returns the total gradient norm
   // before clipping, or -1 when clipping is off.
   double step();
+  // Resets every grad to undefined (set_to_none, as PyTorch 2 and MMEngine),
+  // on every LibTorch version.
   void zero_grad();
 
-  // Checkpoint state: "<param name>.<state>" -> tensor (exp_avg, exp_avg_sq,
-  // momentum_buffer, step as a 0-d int64 tensor...). CPU copies.
+  // Checkpoint state: "<param name>.<field>" -> CPU contiguous copies.
+  //   Adam/AdamW: step (0-d int64), exp_avg, exp_avg_sq, and max_exp_avg_sq
+  //     with amsgrad, for every parameter (one that never stepped gives step 0
+  //     and zeros: exactly what Adam starts from).
+  //   SGD with momentum: momentum_buffer, for the parameters that have one
+  //     (a parameter without it has had no gradient yet). SGD without: nothing.
   std::vector<model::NamedTensor> state_tensors() const;
-  // Restores what state_tensors() produced; throws naming missing or
-  // mismatched entries.
+  // Restores what state_tensors() produced, onto each parameter's device, so
+  // that training continues bitwise as if uninterrupted. Throws
+  // std::invalid_argument naming every missing or unexpected entry, and each
+  // entry whose shape (both shapes given) or dtype does not fit.
   void load_state_tensors(const std::vector<model::NamedTensor>& tensors);
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }

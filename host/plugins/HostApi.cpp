@@ -144,6 +144,41 @@ rh_Error* Metric_Put(rh_Context* context, const char* name, size_t size, double 
   return nullptr;
 }
 
+// ---- Devices -------------------------------------------------------------------
+rh_Error* Device_Current(rh_Context* context, DLDevice* out) {
+  if (context == nullptr || out == nullptr)
+    return new_error(RH_ERROR_INVALID_ARGUMENT, "Device_Current: NULL argument");
+  *out = context->services->device();
+  return nullptr;
+}
+
+// ---- Checkpoints (ABI 1.1) ---------------------------------------------------------
+rh_Error* checkpoint_call(rh_Context* context, const char* name, size_t size, bool save) {
+  if (context == nullptr || name == nullptr)
+    return new_error(RH_ERROR_INVALID_ARGUMENT, "Checkpoint_Save/Remove: NULL argument");
+  const auto& handler =
+      save ? context->services->checkpoint_save() : context->services->checkpoint_remove();
+  const char* fn = save ? "Checkpoint_Save" : "Checkpoint_Remove";
+  if (!handler)
+    return new_error(
+        RH_ERROR_FAILED_PRECONDITION,
+        std::string(fn) + " called by " + context->log_name + " outside a training run");
+  try {
+    handler(std::string(name, size));
+    return nullptr;
+  } catch (const HostError& e) {
+    return new_error(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return new_error(RH_ERROR_INTERNAL, e.what());
+  }
+}
+rh_Error* Checkpoint_Save(rh_Context* context, const char* name, size_t size) {
+  return checkpoint_call(context, name, size, true);
+}
+rh_Error* Checkpoint_Remove(rh_Context* context, const char* name, size_t size) {
+  return checkpoint_call(context, name, size, false);
+}
+
 // ---- State dicts -------------------------------------------------------------
 rh_Error* StateDict_PutTensor(rh_StateDict* dict, const char* key, size_t key_size,
                               const DLManagedTensor* tensor) {
@@ -231,6 +266,7 @@ HostServices::HostServices() : state_{} {
   api_.Config_Path = &Config_Path;
   api_.Config_Location = &Config_Location;
   api_.Config_Error = &Config_Error;
+  api_.Device_Current = &Device_Current;
   api_.RunState_Get = &RunState_Get;
   api_.Metric_Put = &Metric_Put;
   api_.StateDict_PutTensor = &StateDict_PutTensor;
@@ -239,6 +275,8 @@ HostServices::HostServices() : state_{} {
   api_.StateDict_GetBytes = &StateDict_GetBytes;
   api_.StateDict_Size = &StateDict_Size;
   api_.StateDict_KeyAt = &StateDict_KeyAt;
+  api_.Checkpoint_Save = &Checkpoint_Save;
+  api_.Checkpoint_Remove = &Checkpoint_Remove;
   state_.struct_size = RH_RUN_STATE_STRUCT_SIZE;
   state_.world_size = 1;
 }
@@ -264,6 +302,21 @@ rh_RunState HostServices::run_state() const {
 void HostServices::put_metric(std::string name, double value) {
   std::lock_guard<std::mutex> lock(mutex_);
   metrics_.emplace_back(std::move(name), value);
+}
+
+void HostServices::set_device(DLDevice device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_ = device;
+}
+
+DLDevice HostServices::device() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return device_;
+}
+
+void HostServices::set_checkpoint_handlers(CheckpointHandler save, CheckpointHandler remove) {
+  checkpoint_save_ = std::move(save);
+  checkpoint_remove_ = std::move(remove);
 }
 
 std::vector<std::pair<std::string, double>> HostServices::take_metrics() {

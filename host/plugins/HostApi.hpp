@@ -8,6 +8,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,12 +50,27 @@ class HostServices {
   // Metrics put since the last call, in order.
   std::vector<std::pair<std::string, double>> take_metrics();
 
+  // The device the strategy chose (Device_Current); CPU until SetupEnv.
+  void set_device(DLDevice device);
+  DLDevice device() const;
+
+  // What Checkpoint_Save / Checkpoint_Remove do: installed by the runner
+  // while a run can checkpoint; unset, those calls fail with
+  // RH_ERROR_FAILED_PRECONDITION. A handler reports failure by throwing.
+  using CheckpointHandler = std::function<void(const std::string& name)>;
+  void set_checkpoint_handlers(CheckpointHandler save, CheckpointHandler remove);
+  const CheckpointHandler& checkpoint_save() const { return checkpoint_save_; }
+  const CheckpointHandler& checkpoint_remove() const { return checkpoint_remove_; }
+
  private:
   rh_HostApi api_;
   std::deque<std::unique_ptr<rh_Context>> contexts_;
   mutable std::mutex mutex_;  // guards contexts_, state_, metrics_
   rh_RunState state_;
   std::vector<std::pair<std::string, double>> metrics_;
+  DLDevice device_{kDLCPU, 0};
+  CheckpointHandler checkpoint_save_;
+  CheckpointHandler checkpoint_remove_;
 };
 
 }  // namespace rh::host

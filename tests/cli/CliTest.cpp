@@ -13,7 +13,7 @@ using ::testing::Not;
 namespace {
 
 const std::string kValidJob =
-    "model: {type: mlp}\n"
+    "model: {type: mlp, in_features: 4, num_classes: 2}\n"
     "train_cfg: {max_epochs: 2}\n"
     "strategy: {type: single}\n"
     "hooks:\n"
@@ -67,20 +67,27 @@ TEST_F(CliTest, BadCommandLine) {
 }
 
 TEST_F(CliTest, YamlSyntaxErrorGivesLineAndColumn) {
-  EXPECT_INVALID(run_job("model: {type: mlp}\ntrain_cfg:\n  max_epochs: [1, 2\n"), "job.yaml:");
-  auto r = run_job("model: {type: mlp}\ntrain_cfg:\n  max_epochs: [1, 2\n");
+  EXPECT_INVALID(
+      run_job(
+          "model: {type: mlp, in_features: 4, num_classes: 2}\ntrain_cfg:\n  max_epochs: [1, 2\n"),
+      "job.yaml:");
+  auto r = run_job(
+      "model: {type: mlp, in_features: 4, num_classes: 2}\ntrain_cfg:\n  max_epochs: [1, 2\n");
   EXPECT_THAT(r.output, HasSubstr("YAML syntax error"));
   EXPECT_THAT(r.output, ::testing::ContainsRegex("job\\.yaml:[34]:[0-9]+: "));
 }
 
 TEST_F(CliTest, UnknownKeySuggestsTheClosest) {
-  EXPECT_INVALID(run_job("model: {type: mlp}\ntrain_cfg: {max_epoch: 3}\n"),
-                 "job.yaml:2:13: train_cfg.max_epoch: unknown key (did you mean 'max_epochs'?)");
+  EXPECT_INVALID(
+      run_job("model: {type: mlp, in_features: 4, num_classes: 2}\ntrain_cfg: {max_epoch: 3}\n"),
+      "job.yaml:2:13: train_cfg.max_epoch: unknown key (did you mean 'max_epochs'?)");
 }
 
 TEST_F(CliTest, WrongTypeSaysWhatWasExpected) {
-  EXPECT_INVALID(run_job("model: {type: mlp}\ntrain_cfg: {max_epochs: many}\n"),
-                 "job.yaml:2:25: train_cfg.max_epochs: expected an integer, got 'many'");
+  EXPECT_INVALID(
+      run_job(
+          "model: {type: mlp, in_features: 4, num_classes: 2}\ntrain_cfg: {max_epochs: many}\n"),
+      "job.yaml:2:25: train_cfg.max_epochs: expected an integer, got 'many'");
 }
 
 TEST_F(CliTest, MissingRequiredKey) {
@@ -88,14 +95,15 @@ TEST_F(CliTest, MissingRequiredKey) {
 }
 
 TEST_F(CliTest, AllErrorsAreReportedAtOnce) {
-  auto r = run_job("model: {type: mlp}\ntrain_cfg: {max_epochs: 0}\nseeed: 1\n");
+  auto r = run_job(
+      "model: {type: mlp, in_features: 4, num_classes: 2}\ntrain_cfg: {max_epochs: 0}\nseeed: 1\n");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.output, HasSubstr("train_cfg.max_epochs: must be >= 1, got 0"));
   EXPECT_THAT(r.output, HasSubstr("seeed: unknown key (did you mean 'seed'?)"));
 }
 
 TEST_F(CliTest, IncludeCycleIsNamed) {
-  dir.write("a.yaml", "_base_: b.yaml\nmodel: {type: mlp}\n");
+  dir.write("a.yaml", "_base_: b.yaml\nmodel: {type: mlp, in_features: 4, num_classes: 2}\n");
   dir.write("b.yaml", "_base_: a.yaml\n");
   auto r = run("--config a.yaml --dry-run");
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -104,26 +112,29 @@ TEST_F(CliTest, IncludeCycleIsNamed) {
 }
 
 TEST_F(CliTest, MissingIncludeIsNamed) {
-  EXPECT_INVALID(run_job("_base_: [base/common.yaml]\nmodel: {type: mlp}\n"),
-                 "cannot read included file 'base/common.yaml'");
+  EXPECT_INVALID(
+      run_job("_base_: [base/common.yaml]\nmodel: {type: mlp, in_features: 4, num_classes: 2}\n"),
+      "cannot read included file 'base/common.yaml'");
 }
 
 TEST_F(CliTest, BaseAndOverridesAreMergedInPrintConfig) {
-  dir.write("base.yaml", "model: {type: mlp, hidden: 64}\ntrain_cfg: {max_epochs: 5}\n");
+  dir.write("base.yaml",
+            "model: {type: mlp, in_features: 4, num_classes: 2, hidden: [64]}\ntrain_cfg: "
+            "{max_epochs: 5}\n");
   auto r = run_job("_base_: base.yaml\ntrain_cfg: {max_epochs: 7}\n",
-                   "--print-config --set model.hidden=128 --set seed=3");
+                   "--print-config --set model.hidden=[128] --set seed=3");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("hidden: 128"));
+  EXPECT_THAT(r.output, HasSubstr("- 128"));
   EXPECT_THAT(r.output, HasSubstr("max_epochs: 7"));
   EXPECT_THAT(r.output, HasSubstr("seed: 3"));
   EXPECT_THAT(r.output, Not(HasSubstr("_base_")));
 }
 
 TEST_F(CliTest, DefaultStrategyIsSingleAndShownInPrintConfig) {
-  auto r = run_job("model: {type: mlp}\n", "--print-config");
+  auto r = run_job("model: {type: mlp, in_features: 4, num_classes: 2}\n", "--print-config");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("strategy:\n  type: single"));
-  auto dry = run_job("model: {type: mlp}\n", "--dry-run");
+  auto dry = run_job("model: {type: mlp, in_features: 4, num_classes: 2}\n", "--dry-run");
   EXPECT_EQ(dry.exit_code, 0) << dry.output;
   EXPECT_THAT(dry.output, HasSubstr("strategy single, 0 hook(s)"));
 }
@@ -131,9 +142,10 @@ TEST_F(CliTest, DefaultStrategyIsSingleAndShownInPrintConfig) {
 TEST_F(CliTest, BadLogLevel) {
   EXPECT_INVALID(run_job(kValidJob, "--dry-run --log-level loud"),
                  "--log-level: expected trace, debug");
-  EXPECT_INVALID(run_job("model: {type: mlp}\nlog_level: inof\n", "--dry-run"),
-                 "log_level: expected one of trace, debug, info, warn, error, got 'inof' (did you "
-                 "mean 'info'?)");
+  EXPECT_INVALID(
+      run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nlog_level: inof\n", "--dry-run"),
+      "log_level: expected one of trace, debug, info, warn, error, got 'inof' (did you "
+      "mean 'info'?)");
 }
 
 TEST_F(CliTest, SetOnAnUnknownPath) {
@@ -145,16 +157,19 @@ TEST_F(CliTest, SetOnAnUnknownPath) {
 }
 
 TEST_F(CliTest, UnknownPluginKeyIsReportedByThePlugin) {
-  EXPECT_INVALID(run_job("model: {type: mlp}\nstrategy: {type: single, devce: cpu}\n", "--dry-run"),
+  EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nstrategy: {type: "
+                         "single, devce: cpu}\n",
+                         "--dry-run"),
                  "strategy.devce: unknown key for strategy 'single' (did you mean 'device'?)");
-  EXPECT_INVALID(
-      run_job("model: {type: mlp}\nstrategy: {type: single, device: tpu}\n", "--dry-run"),
-      "strategy.device: expected auto, cpu, cuda or cuda:N, got 'tpu'");
+  EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nstrategy: {type: "
+                         "single, device: tpu}\n",
+                         "--dry-run"),
+                 "strategy.device: expected auto, cpu, cuda or cuda:N, got 'tpu'");
 }
 
 TEST_F(CliTest, PluginNotFoundListsTheSearchPath) {
-  auto r =
-      run_job("model: {type: mlp}\nstrategy: {type: singel}\n", "--dry-run --plugin-path extra");
+  auto r = run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nstrategy: {type: singel}\n",
+                   "--dry-run --plugin-path extra");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output,
               HasSubstr("job.yaml:2:18: strategy.type: no strategy plugin provides type 'singel' "
@@ -164,41 +179,49 @@ TEST_F(CliTest, PluginNotFoundListsTheSearchPath) {
 }
 
 TEST_F(CliTest, ExplicitPluginThatIsNotAPlugin) {
-  EXPECT_INVALID(run_job("model: {type: mlp}\nhooks:\n  - {type: x, plugin: " +
-                             plugin("rh_test_not_a_plugin") + "}\n",
-                         "--dry-run"),
-                 "does not export rh_plugin_info");
+  EXPECT_INVALID(
+      run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: x, plugin: " +
+                  plugin("rh_test_not_a_plugin") + "}\n",
+              "--dry-run"),
+      "does not export rh_plugin_info");
 }
 
 TEST_F(CliTest, ExplicitPluginWithWrongAbiMajor) {
-  EXPECT_INVALID(run_job("model: {type: mlp}\nhooks:\n  - {type: wrong_major, plugin: " +
+  EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: "
+                         "wrong_major, plugin: " +
                              plugin("rh_test_wrong_major") + "}\n",
                          "--dry-run"),
                  "hooks.0.plugin: cannot use plugin");
-  auto r = run_job("model: {type: mlp}\nhooks:\n  - {type: wrong_major, plugin: " +
-                       plugin("rh_test_wrong_major") + "}\n",
-                   "--dry-run");
+  auto r = run_job(
+      "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: wrong_major, "
+      "plugin: " +
+          plugin("rh_test_wrong_major") + "}\n",
+      "--dry-run");
   EXPECT_THAT(r.output, HasSubstr("ABI 2.0"));
 }
 
 TEST_F(CliTest, ExplicitPluginWithMismatchedNativeTag) {
-  EXPECT_INVALID(run_job("model: {type: mlp}\nhooks:\n  - {type: native_mismatch, plugin: " +
+  EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: "
+                         "native_mismatch, plugin: " +
                              plugin("rh_test_native_mismatch") + "}\n",
                          "--dry-run"),
                  "native ABI tag mismatch: the plugin was built against torch 0.0.0-test");
 }
 
 TEST_F(CliTest, PluginInitError) {
-  EXPECT_INVALID(run_job("model: {type: mlp}\nhooks:\n  - {type: init_error, plugin: " +
+  EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: "
+                         "init_error, plugin: " +
                              plugin("rh_test_init_error") + "}\n",
                          "--dry-run"),
                  "Init failed: license server unreachable (test)");
 }
 
 TEST_F(CliTest, PluginCreateThrowingIsContainedAndTheHostExitsCleanly) {
-  auto r = run_job("model: {type: mlp}\nhooks:\n  - {type: create_throws, plugin: " +
-                       plugin("rh_test_create_throws") + "}\n",
-                   "--dry-run");
+  auto r = run_job(
+      "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: create_throws, "
+      "plugin: " +
+          plugin("rh_test_create_throws") + "}\n",
+      "--dry-run");
   EXPECT_EQ(r.signal, 0) << "the host crashed: " << r.output;
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("boom from create"));
@@ -208,7 +231,8 @@ TEST_F(CliTest, RelativePluginPathIsRelativeToTheJobFile) {
   fs::create_directories(dir / "jobs/plugins");
   fs::copy_file(plugin("rh_test_golden_v1"), dir / "jobs/plugins/libgolden.so");
   dir.write("jobs/job.yaml",
-            "model: {type: mlp}\nhooks:\n  - {type: golden_v1, plugin: plugins/libgolden.so}\n");
+            "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: golden_v1, "
+            "plugin: plugins/libgolden.so}\n");
   auto r = run("--config jobs/job.yaml --dry-run");
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }

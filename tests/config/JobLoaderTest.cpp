@@ -59,7 +59,7 @@ TEST(JobLoaderTest, MergesBasesInOrderThenTheFileItself) {
   EXPECT_EQ(at(root, "work_dir").scalar(), "work_dirs/mlp_ddp");
   EXPECT_EQ(at(root, "seed").as_int(), 0);
   // Maps merge recursively, each value keeping the file it came from.
-  EXPECT_EQ(at(root, "model.type").scalar(), "MLP");
+  EXPECT_EQ(at(root, "model.type").scalar(), "mlp");
   EXPECT_EQ(at(root, "model.type").location().str(), data_path("models/mlp.yaml") + ":2:9");
   EXPECT_EQ(at(root, "model.activation").scalar(), "relu");
   // Lists replace.
@@ -86,7 +86,7 @@ TEST(JobLoaderTest, MergesBasesInOrderThenTheFileItself) {
 TEST(JobLoaderTest, IncludePathsAreRelativeToTheIncludingFile) {
   const Job job = load_job(data_path("jobs/sub/child.yaml"), {});
   EXPECT_EQ(at(*job.root, "seed").as_int(), 42);
-  EXPECT_EQ(at(*job.root, "model.type").scalar(), "MLP");
+  EXPECT_EQ(at(*job.root, "model.type").scalar(), "mlp");
   EXPECT_EQ(at(*job.root, "strategy.type").scalar(), "ddp");
   EXPECT_EQ(job.files, (std::vector<std::string>{
                            data_path("jobs/sub/child.yaml"), data_path("jobs/mlp_ddp.yaml"),

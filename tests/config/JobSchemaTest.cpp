@@ -29,11 +29,14 @@ TEST(JobSchemaTest, EveryHostKeyAccepted) {
             "diff_rank_seed: true\n"
             "deterministic: false\n"
             "log_level: debug\n"
-            "model: {type: MLP, hidden: [1]}\n"
+            "model: {type: mlp, in_features: 4, num_classes: 2, hidden: [1]}\n"
             "data:\n"
-            "  train: {dataset: {type: Synthetic}, batch_size: 8}\n"
-            "  val: {batch_size: 8}\n"
-            "  test: {}\n"
+            "  train: {dataset: {type: synthetic_classification, num_samples: 8, num_features: 4, "
+            "num_classes: 2}, batch_size: 8}\n"
+            "  val: {dataset: {type: synthetic_classification, num_samples: 8, num_features: 4, "
+            "num_classes: 2}, batch_size: 8}\n"
+            "  test: {dataset: {type: synthetic_classification, num_samples: 8, num_features: 4, "
+            "num_classes: 2}, batch_size: 8}\n"
             "optim_wrapper:\n"
             "  optimizer: {type: SGD, lr: 0.1}\n"
             "  paramwise_cfg: {norm_decay_mult: 0}\n"
@@ -51,7 +54,9 @@ TEST(JobSchemaTest, EveryHostKeyAccepted) {
             "resume: auto\n"
             "dist: {backend: nccl, timeout_s: 0.5, master_addr: 127.0.0.1, master_port: 0}\n"),
       Messages{});
-  EXPECT_EQ(check("model: {type: MLP}\nresume: false\nload_from: /ckpt/x.pt\n"), Messages{});
+  EXPECT_EQ(check("model: {type: mlp, in_features: 4, num_classes: 2}\nresume: false\nload_from: "
+                  "/ckpt/x.pt\n"),
+            Messages{});
 }
 
 TEST(JobSchemaTest, ModelIsRequired) {
@@ -87,7 +92,8 @@ TEST(JobSchemaTest, ReportsEveryErrorInFileOrder) {
 TEST(JobSchemaTest, ErrorsInABaseFileNameTheBase) {
   TempDir dir;
   const std::string base = dir.write("base.yaml", "train_cfg:\n  max_epochs: 0\n");
-  const std::string main = dir.write("main.yaml", "_base_: base.yaml\nmodel: {type: MLP}\n");
+  const std::string main = dir.write(
+      "main.yaml", "_base_: base.yaml\nmodel: {type: mlp, in_features: 4, num_classes: 2}\n");
   const Job job = load_job(main, {});
   EXPECT_EQ(messages(validate(*job.root, job_schema())),
             Messages{base + ":2:15: train_cfg.max_epochs: must be >= 1, got 0"});
@@ -96,7 +102,8 @@ TEST(JobSchemaTest, ErrorsInABaseFileNameTheBase) {
 TEST(JobSchemaTest, OverrideTyposSurfaceAtTheOverride) {
   TempDir dir;
   const std::string main =
-      dir.write("main.yaml", "model: {type: MLP}\ntrain_cfg: {max_epochs: 3}\n");
+      dir.write("main.yaml",
+                "model: {type: mlp, in_features: 4, num_classes: 2}\ntrain_cfg: {max_epochs: 3}\n");
   const Job job = load_job(
       main, {"train_cfg.max_epoch=5", "dist.timeout_s=0", "optim_wrapper.optimizer.lr=3e-4"});
   EXPECT_EQ(
@@ -111,17 +118,18 @@ TEST(JobSchemaTest, OverrideTyposSurfaceAtTheOverride) {
 }
 
 TEST(JobSchemaTest, TopLevelTypoGetsASuggestion) {
-  EXPECT_EQ(check("model: {type: MLP}\noptim_wraper: {}\nhook: []\n"),
-            (Messages{"job.yaml:2:1: optim_wraper: unknown key (did you mean 'optim_wrapper'?)",
-                      "job.yaml:3:1: hook: unknown key (did you mean 'hooks'?)"}));
+  EXPECT_EQ(
+      check("model: {type: mlp, in_features: 4, num_classes: 2}\noptim_wraper: {}\nhook: []\n"),
+      (Messages{"job.yaml:2:1: optim_wraper: unknown key (did you mean 'optim_wrapper'?)",
+                "job.yaml:3:1: hook: unknown key (did you mean 'hooks'?)"}));
 }
 
 TEST(JobSchemaTest, SubtreesOfTheWrongKind) {
-  EXPECT_EQ(
-      check("model: {type: MLP}\nhooks: {type: LoggerHook}\ndata: {train: [1]}\nval_cfg: 3\n"),
-      (Messages{"job.yaml:2:8: hooks: expected a list, got a map",
-                "job.yaml:3:15: data.train: expected a map, got a list",
-                "job.yaml:4:10: val_cfg: expected a map, got '3'"}));
+  EXPECT_EQ(check("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks: {type: "
+                  "LoggerHook}\ndata: {train: [1]}\nval_cfg: 3\n"),
+            (Messages{"job.yaml:2:8: hooks: expected a list, got a map",
+                      "job.yaml:3:15: data.train: expected a map, got a list",
+                      "job.yaml:4:10: val_cfg: expected a map, got '3'"}));
 }
 
 }  // namespace

@@ -69,9 +69,14 @@ typedef enum rh_RunMode { RH_MODE_TRAIN = 0, RH_MODE_VAL = 1, RH_MODE_TEST = 2 }
 typedef struct rh_RunState {
   size_t struct_size;
   rh_RunMode mode;
-  int64_t epoch;      /* 0-based epoch being run (or finished at after_*) */
-  int64_t iter;       /* 0-based global train iteration */
-  int64_t inner_iter; /* 0-based iteration within the current epoch/loop */
+  /* In *_train_iter events: the current epoch, global iteration and batch
+   * of the epoch (0-based). In after_train_epoch: the epoch that ended, the
+   * iterations done, the batches of that epoch. In val/test events: train
+   * epochs and iterations done, and the val/test batch. Elsewhere: epochs,
+   * iterations and batches of the current epoch done. */
+  int64_t epoch;
+  int64_t iter;
+  int64_t inner_iter;
   int64_t max_epochs; /* 0 when the loop is iteration based */
   int64_t max_iters;  /* total train iterations of the run */
   int32_t rank;       /* this process's global rank */

@@ -7,6 +7,10 @@
 #include <ATen/DLConvertor.h>
 #include <torch/version.h>
 
+#include <sstream>
+#include <string>
+#include <type_traits>
+
 namespace rh::compat {
 
 // at::fromDLPack takes `const DLManagedTensor*` in 1.13 and `DLManagedTensor*`
@@ -17,6 +21,23 @@ inline at::Tensor from_dlpack_owning(DLManagedTensor* src) {
 #else
   return at::fromDLPack(static_cast<const DLManagedTensor*>(src));
 #endif
+}
+
+// torch::optim::Optimizer::state() is keyed by the parameter's TensorImpl: its
+// address printed as text in 1.13 (c10::guts::to_string), the address itself
+// (void*) in 2.x. Pass the optimizer's state() map; the key type picks the form,
+// so no version number is needed here.
+template <typename StateMap>
+typename StateMap::key_type optimizer_state_key(const StateMap& /*state*/,
+                                                const at::Tensor& param) {
+  using Key = typename StateMap::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;
+    text << static_cast<const void*>(param.unsafeGetTensorImpl());
+    return text.str();
+  } else {
+    return static_cast<Key>(param.unsafeGetTensorImpl());
+  }
 }
 
 }  // namespace rh::compat

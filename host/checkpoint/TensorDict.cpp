@@ -1,0 +1,106 @@
+#include "checkpoint/TensorDict.hpp"
+
+#include <ATen/DLConvertor.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <sstream>
+
+#include "plugins/HostError.hpp"
+#include "plugins/StateDict.hpp"
+
+namespace rh::checkpoint {
+namespace {
+
+std::string shape_str(at::IntArrayRef sizes) {
+  std::ostringstream out;
+  out << sizes;
+  return out.str();
+}
+
+const rh_StateDict::Entry& entry(const rh_StateDict& dict, const std::string& key) {
+  auto it = dict.entries.find(key);
+  if (it == dict.entries.end())
+    throw host::HostError(RH_ERROR_NOT_FOUND, "the checkpoint has no entry '" + key + "'");
+  return it->second;
+}
+
+}  // namespace
+
+void put_tensor(rh_StateDict& dict, const std::string& key, const at::Tensor& tensor) {
+  at::Tensor cpu = tensor.detach().to(at::kCPU).contiguous();
+  DLManagedTensor* dl = at::toDLPack(cpu);
+  try {
+    dict.entries[key] = host::copy_tensor_entry(*dl);
+  } catch (...) {
+    dl->deleter(dl);
+    throw;
+  }
+  dl->deleter(dl);
+}
+
+void put_text(rh_StateDict& dict, const std::string& key, const std::string& text) {
+  rh_StateDict::Entry e;
+  e.bytes.assign(text.begin(), text.end());
+  dict.entries[key] = std::move(e);
+}
+
+bool has(const rh_StateDict& dict, const std::string& key) { return dict.entries.count(key) > 0; }
+
+at::Tensor get_tensor(const rh_StateDict& dict, const std::string& key) {
+  const rh_StateDict::Entry& e = entry(dict, key);
+  if (!e.is_tensor)
+    throw host::HostError(RH_ERROR_DATA_LOSS, "checkpoint entry '" + key + "' is not a tensor");
+  auto options = at::TensorOptions().dtype(at::toScalarType(e.dtype));
+  return at::from_blob(const_cast<uint8_t*>(e.bytes.data()), at::IntArrayRef(e.shape), options);
+}
+
+std::string get_text(const rh_StateDict& dict, const std::string& key) {
+  const rh_StateDict::Entry& e = entry(dict, key);
+  return std::string(e.bytes.begin(), e.bytes.end());
+}
+
+std::string LoadReport::str() const {
+  std::ostringstream out;
+  auto list = [&](const char* what, const std::vector<std::string>& items) {
+    if (items.empty()) return;
+    out << "\n  " << what << " (" << items.size() << "):";
+    for (size_t i = 0; i < items.size() && i < 10; ++i)
+      out << " " << items[i] << (i + 1 < items.size() ? "," : "");
+    if (items.size() > 10) out << " ...";
+  };
+  list("missing in the checkpoint", missing);
+  list("unexpected in the checkpoint", unexpected);
+  list("shape mismatch", mismatched);
+  return out.str();
+}
+
+LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
+                     const std::vector<model::NamedTensor>& targets) {
+  LoadReport report;
+  std::map<std::string, const model::NamedTensor*> by_name;
+  for (const auto& t : targets) by_name[t.name] = &t;
+  for (const auto& [key, e] : dict.entries) {
+    if (key.rfind(prefix, 0) != 0 || !e.is_tensor) continue;
+    std::string name = key.substr(prefix.size());
+    if (by_name.count(name) == 0) report.unexpected.push_back(name);
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& t : targets) {
+    std::string key = prefix + t.name;
+    if (!has(dict, key)) {
+      report.missing.push_back(t.name);
+      continue;
+    }
+    at::Tensor src = get_tensor(dict, key);
+    if (src.sizes() != t.tensor.sizes()) {
+      report.mismatched.push_back(t.name + ": checkpoint " + shape_str(src.sizes()) + " vs model " +
+                                  shape_str(t.tensor.sizes()));
+      continue;
+    }
+    t.tensor.copy_(src);
+  }
+  return report;
+}
+
+}  // namespace rh::checkpoint

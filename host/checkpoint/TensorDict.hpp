@@ -1,0 +1,39 @@
+// at::Tensor <-> rh_StateDict entries (host-owned CPU copies), and loading a
+// dict into a model's tensors with a report of what did not match.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "model/Model.hpp"
+
+struct rh_StateDict;
+
+namespace rh::checkpoint {
+
+// Stores a CPU, contiguous copy of `tensor` under `key`.
+void put_tensor(rh_StateDict& dict, const std::string& key, const at::Tensor& tensor);
+void put_text(rh_StateDict& dict, const std::string& key, const std::string& text);
+// A view of the entry's data (valid while the dict is); throws HostError
+// (RH_ERROR_NOT_FOUND) naming the key when absent.
+at::Tensor get_tensor(const rh_StateDict& dict, const std::string& key);
+std::string get_text(const rh_StateDict& dict, const std::string& key);
+bool has(const rh_StateDict& dict, const std::string& key);
+
+struct LoadReport {
+  std::vector<std::string> missing;     // in the model, not in the dict
+  std::vector<std::string> unexpected;  // in the dict, not in the model
+  std::vector<std::string> mismatched;  // "name: checkpoint [2, 3] vs model [3, 2]"
+  bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
+  std::string str() const;  // one line per problem, at most 10 of each
+};
+
+// Copies every dict entry whose key (after `prefix`) names one of `targets`
+// into it (no_grad, dtype converted). Entries under other prefixes are
+// ignored.
+LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
+                     const std::vector<model::NamedTensor>& targets);
+
+}  // namespace rh::checkpoint

@@ -1,0 +1,60 @@
+#include "data/DataSchema.hpp"
+
+namespace rh::data {
+
+config::Schema loader_schema() {
+  using namespace config::schema;
+  const config::Schema synthetic = map({
+      {"num_samples", integer(1), true, "examples in this split"},
+      {"num_features", integer(1), true, "F: input features"},
+      {"num_classes", integer(2), true, "C: classes"},
+      {"seed", integer(0), false, "fixes the class structure and the examples (default 0)"},
+      {"split", enumeration({"train", "val", "test"}), false, "which examples (default train)"},
+      {"noise", number(0), false, "std of the noise added to every feature (default 0.1)"},
+  });
+  const config::Schema char_lm = map({
+      {"path", string(), true, "the text file, relative to the job directory"},
+      {"block_size", integer(1), false, "T: tokens per example (default 64)"},
+      {"split", enumeration({"train", "val"}), false, "default train"},
+      {"val_fraction", number(0, 1), false, "the last part of the text that is val (default 0.1)"},
+  });
+  const config::Schema csv = map({
+      {"path", string(), true, "the CSV file, relative to the job directory"},
+      {"label_column", one_of({integer(), string()}, "a column index or name"), false,
+       "default: the last column; negative indices count from the end"},
+      {"header", boolean(), false, "the first row names the columns (default true)"},
+      {"delimiter", string(), false, "one character (default ',')"},
+      {"num_classes", integer(1), false, "default: the largest label + 1"},
+  });
+  const config::Schema mnist = map({
+      {"root", string(), true, "the folder of the uncompressed idx files"},
+      {"split", enumeration({"train", "test"}), false, "default train"},
+      {"mean", number(), false, "default 0.1307"},
+      {"std", number_above(0), false, "default 0.3081"},
+  });
+  const config::Schema cifar10 = map({
+      {"root", string(), true, "the folder of data_batch_*.bin and test_batch.bin"},
+      {"split", enumeration({"train", "test"}), false, "default train"},
+      {"mean", list(number()), false, "3 values, one per channel (RGB)"},
+      {"std", list(number_above(0)), false, "3 values, one per channel (RGB)"},
+  });
+
+  return map({
+      {"dataset",
+       typed_union("type",
+                   {{"synthetic_classification", synthetic},
+                    {"char_lm", char_lm},
+                    {"csv", csv},
+                    {"mnist", mnist},
+                    {"cifar10", cifar10}},
+                   "dataset"),
+       true},
+      {"batch_size", integer(1), true, "examples per batch on each rank"},
+      {"shuffle", boolean(), false, "reshuffle every epoch (default false)"},
+      {"drop_last", boolean(), false, "drop the last incomplete batch (default false)"},
+      {"num_workers", integer(0), false, "loader threads; 0 = load in the training thread"},
+      {"prefetch", integer(1), false, "batches prepared ahead (default 2)"},
+  });
+}
+
+}  // namespace rh::data

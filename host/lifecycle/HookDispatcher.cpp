@@ -1,0 +1,97 @@
+#include "lifecycle/HookDispatcher.hpp"
+
+#include <algorithm>
+
+#include "plugins/HostApi.hpp"
+#include "plugins/HostError.hpp"
+#include "plugins/StateDict.hpp"
+
+namespace rh::lifecycle {
+
+const char* event_name(rh_HookEvent event) {
+  static const char* const kNames[RH_EVENT_COUNT_V1] = {"before_run",
+                                                        "after_run",
+                                                        "before_train",
+                                                        "after_train",
+                                                        "before_train_epoch",
+                                                        "after_train_epoch",
+                                                        "before_train_iter",
+                                                        "after_train_iter",
+                                                        "before_val",
+                                                        "after_val",
+                                                        "before_val_epoch",
+                                                        "after_val_epoch",
+                                                        "before_val_iter",
+                                                        "after_val_iter",
+                                                        "before_test",
+                                                        "after_test",
+                                                        "before_test_epoch",
+                                                        "after_test_epoch",
+                                                        "before_test_iter",
+                                                        "after_test_iter",
+                                                        "before_save_checkpoint",
+                                                        "after_save_checkpoint",
+                                                        "after_load_checkpoint"};
+  return event >= 0 && event < RH_EVENT_COUNT_V1 ? kNames[event] : "unknown_event";
+}
+
+HookDispatcher::HookDispatcher(host::HostServices& services,
+                               std::vector<std::unique_ptr<host::HookInstance>> hooks)
+    : services_(services), hooks_(std::move(hooks)) {
+  std::stable_sort(hooks_.begin(), hooks_.end(),
+                   [](const auto& a, const auto& b) { return a->priority() < b->priority(); });
+}
+
+std::string HookDispatcher::prefix(size_t index) const {
+  return "hooks." + std::to_string(index) + "." + hooks_[index]->type() + ".";
+}
+
+void HookDispatcher::call(host::HookInstance& hook, rh_HookEvent event, const Metrics& metrics,
+                          rh_StateDict* dict, const std::string& dir) {
+  if (!hook.wants(event)) return;
+  rh_RunState state = services_.run_state();
+  std::vector<rh_Metric> m;
+  m.reserve(metrics.size());
+  for (const auto& [name, value] : metrics) m.push_back({{name.data(), name.size()}, value});
+  rh_HookEventArgs args{RH_HOOK_EVENT_ARGS_STRUCT_SIZE, event,    &state,
+                        m.empty() ? nullptr : m.data(), m.size(), dict,
+                        {dir.data(), dir.size()}};
+  rh_HookEvent outer = current_;
+  current_ = event;
+  try {
+    hook.on_event(args);
+  } catch (const host::HostError& e) {
+    current_ = outer;
+    throw host::HostError(e.code(), std::string(e.what()) + " (at " + event_name(event) + ")");
+  }
+  current_ = outer;
+}
+
+void HookDispatcher::fire(rh_HookEvent event, const Metrics& metrics,
+                          const std::string& checkpoint_dir) {
+  for (auto& hook : hooks_) call(*hook, event, metrics, nullptr, checkpoint_dir);
+}
+
+void HookDispatcher::before_save(rh_StateDict& checkpoint, const std::string& dir) {
+  for (size_t i = 0; i < hooks_.size(); ++i) {
+    rh_StateDict own;
+    call(*hooks_[i], RH_EVENT_BEFORE_SAVE_CHECKPOINT, {}, &own, dir);
+    for (auto& [key, entry] : own.entries) checkpoint.entries[prefix(i) + key] = std::move(entry);
+  }
+}
+
+void HookDispatcher::after_save(const std::string& dir) {
+  fire(RH_EVENT_AFTER_SAVE_CHECKPOINT, {}, dir);
+}
+
+void HookDispatcher::after_load(const rh_StateDict& checkpoint, const std::string& dir) {
+  for (size_t i = 0; i < hooks_.size(); ++i) {
+    rh_StateDict own;
+    const std::string p = prefix(i);
+    for (const auto& [key, entry] : checkpoint.entries)
+      if (key.rfind(p, 0) == 0) own.entries[key.substr(p.size())] = entry;
+    call(*hooks_[i], RH_EVENT_AFTER_LOAD_CHECKPOINT, {}, &own, dir);
+  }
+}
+
+}  // namespace rh::lifecycle

@@ -1,0 +1,58 @@
+// Calls the job's hooks at each lifecycle event: in ascending priority
+// (stable for equal priorities, i.e. job-file order), only the hooks that
+// subscribed to the event, with the run state and the event's metrics.
+// Hooks' own checkpoint state is kept apart per hook instance.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "plugins/ComponentFactory.hpp"
+
+struct rh_StateDict;
+
+namespace rh::host {
+class HostServices;
+}
+
+namespace rh::lifecycle {
+
+using Metrics = std::vector<std::pair<std::string, double>>;
+
+const char* event_name(rh_HookEvent event);  // "before_train_iter"
+
+class HookDispatcher {
+ public:
+  HookDispatcher(host::HostServices& services,
+                 std::vector<std::unique_ptr<host::HookInstance>> hooks);
+
+  // Dispatches `event` with the services' current run state. Throws
+  // HostError naming the hook and the event when a hook fails.
+  void fire(rh_HookEvent event, const Metrics& metrics = {},
+            const std::string& checkpoint_dir = "");
+  // before_save_checkpoint: each hook adds its state; stored in `checkpoint`
+  // under "hooks.<index>.<type>.<key>".
+  void before_save(rh_StateDict& checkpoint, const std::string& dir);
+  // after_save_checkpoint.
+  void after_save(const std::string& dir);
+  // after_load_checkpoint: each hook gets back what it saved.
+  void after_load(const rh_StateDict& checkpoint, const std::string& dir);
+
+  // The event being dispatched (RH_EVENT_COUNT_V1 when none): hooks may call
+  // Checkpoint_Save only from some events.
+  rh_HookEvent current_event() const { return current_; }
+  size_t size() const { return hooks_.size(); }
+
+ private:
+  void call(host::HookInstance& hook, rh_HookEvent event, const Metrics& metrics,
+            rh_StateDict* dict, const std::string& dir);
+  std::string prefix(size_t index) const;
+
+  host::HostServices& services_;
+  std::vector<std::unique_ptr<host::HookInstance>> hooks_;  // sorted by priority
+  rh_HookEvent current_ = RH_EVENT_COUNT_V1;
+};
+
+}  // namespace rh::lifecycle

@@ -1,0 +1,117 @@
+#include "lifecycle/ModelAccess.hpp"
+
+#include <ATen/DLConvertor.h>
+#include <torch/torch.h>
+
+#include "model/Model.hpp"
+#include "plugins/HostError.hpp"
+
+// Behind the opaque rh_Model: the model, its parameter list, and the DLPack
+// views handed out (freed with the model access).
+struct rh_Model {
+  rh::model::Model* model;
+  std::vector<rh::model::NamedTensor> params;
+  std::vector<rh::model::NamedTensor> buffers;
+  std::vector<rh::model::Unit> units;
+  std::vector<int32_t> unit_of_param;
+  std::vector<std::string> module_paths;
+  std::vector<DLManagedTensor*> views;  // owned
+
+  DLManagedTensor* view(const at::Tensor& t) {
+    views.push_back(at::toDLPack(t));
+    return views.back();
+  }
+};
+
+namespace rh::lifecycle {
+namespace {
+
+rh_StringView sv(const std::string& s) { return {s.data(), s.size()}; }
+
+size_t Model_NumParams(const rh_Model* m) { return m->params.size(); }
+size_t Model_NumBuffers(const rh_Model* m) { return m->buffers.size(); }
+size_t Model_NumUnits(const rh_Model* m) { return m->units.size(); }
+rh_StringView Model_UnitName(const rh_Model* m, int32_t unit) {
+  if (unit < 0 || static_cast<size_t>(unit) >= m->units.size()) return {"", 0};
+  return sv(m->units[unit].name);
+}
+
+rh_Error* fill(rh_Model* m, const rh::model::NamedTensor& t, const std::string& module_path,
+               int32_t unit, bool requires_grad, rh_ParamInfo* out) {
+  if (out == nullptr || out->struct_size < RH_STRUCT_SIZE(rh_ParamInfo, name))
+    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "rh_ParamInfo: struct_size is not set");
+  rh_ParamInfo info{};
+  info.struct_size = out->struct_size;
+  info.name = sv(t.name);
+  info.module_path = sv(module_path);
+  info.requires_grad = requires_grad ? 1 : 0;
+  info.unit = unit;
+  info.data = m->view(t.tensor.detach());
+  std::memcpy(out, &info, std::min(out->struct_size, sizeof info));
+  return nullptr;
+}
+
+rh_Error* Model_GetParam(rh_Model* m, size_t i, rh_ParamInfo* out) {
+  if (i >= m->params.size())
+    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetParam: index out of range");
+  return fill(m, m->params[i], m->module_paths[i], m->unit_of_param[i],
+              m->params[i].tensor.requires_grad(), out);
+}
+
+rh_Error* Model_GetBuffer(rh_Model* m, size_t i, rh_ParamInfo* out) {
+  if (i >= m->buffers.size())
+    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetBuffer: index out of range");
+  const std::string& name = m->buffers[i].name;
+  return fill(m, m->buffers[i],
+              name.substr(0, name.rfind('.') == std::string::npos ? 0 : name.rfind('.')), 0, false,
+              out);
+}
+
+rh_Error* Model_GetGrad(rh_Model* m, size_t i, DLManagedTensor** out) {
+  if (i >= m->params.size())
+    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetGrad: index out of range");
+  const at::Tensor& grad = m->params[i].tensor.grad();
+  *out = grad.defined() ? m->view(grad) : nullptr;
+  return nullptr;
+}
+
+}  // namespace
+
+struct ModelAccess::Impl {
+  rh_Model model;
+  rh_ModelApi api{};
+};
+
+ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) {
+  rh_Model& m = impl_->model;
+  m.model = &model;
+  m.params = model.named_parameters();
+  m.buffers = model.named_buffers();
+  m.units = model.units();
+  std::map<std::string, int32_t> unit_of;
+  for (size_t u = 0; u < m.units.size(); ++u)
+    for (const auto& name : m.units[u].param_names) unit_of[name] = static_cast<int32_t>(u);
+  for (const auto& p : m.params) {
+    m.unit_of_param.push_back(unit_of.count(p.name) ? unit_of[p.name] : 0);
+    m.module_paths.push_back(
+        p.name.rfind('.') == std::string::npos ? "" : p.name.substr(0, p.name.rfind('.')));
+  }
+  rh_ModelApi& a = impl_->api;
+  a.struct_size = RH_MODEL_API_STRUCT_SIZE;
+  a.Model_NumParams = &Model_NumParams;
+  a.Model_GetParam = &Model_GetParam;
+  a.Model_GetGrad = &Model_GetGrad;
+  a.Model_NumBuffers = &Model_NumBuffers;
+  a.Model_GetBuffer = &Model_GetBuffer;
+  a.Model_NumUnits = &Model_NumUnits;
+  a.Model_UnitName = &Model_UnitName;
+}
+
+ModelAccess::~ModelAccess() {
+  for (DLManagedTensor* v : impl_->model.views) v->deleter(v);
+}
+
+rh_Model* ModelAccess::handle() { return &impl_->model; }
+const rh_ModelApi* ModelAccess::api() const { return &impl_->api; }
+
+}  // namespace rh::lifecycle

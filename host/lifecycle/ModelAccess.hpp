@@ -1,0 +1,30 @@
+// The model as strategies see it through the C ABI (rh_Model, rh_ModelApi in
+// rh_strategy.h): named parameters and buffers as DLPack views, gradients,
+// units. Entries that need autograd hooks (grad-ready and unit callbacks,
+// replacing storage) arrive with the distributed strategies and are NULL
+// until then, which the ABI defines as "not provided".
+#pragma once
+
+#include <memory>
+
+#include "rh/rh_strategy.h"
+
+namespace rh::model {
+class Model;
+}
+
+namespace rh::lifecycle {
+
+class ModelAccess {
+ public:
+  explicit ModelAccess(model::Model& model);
+  ~ModelAccess();
+  rh_Model* handle();
+  const rh_ModelApi* api() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rh::lifecycle

@@ -1,0 +1,640 @@
+// The lifecycle (DESIGN.md §3), owned by the host, the same for every
+// strategy. Read Runner::State::train() top to bottom: it is the order.
+//
+// Shapes: B = batch, C = classes, T = tokens, V = vocabulary.
+#include "lifecycle/Runner.hpp"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "checkpoint/CheckpointStore.hpp"
+#include "checkpoint/TensorDict.hpp"
+#include "config/ConfigNode.hpp"
+#include "data/DataLoader.hpp"
+#include "lifecycle/Evaluator.hpp"
+#include "lifecycle/HookDispatcher.hpp"
+#include "lifecycle/ModelAccess.hpp"
+#include "model/Model.hpp"
+#include "optim/OptimWrapper.hpp"
+#include "optim/ParamScheduler.hpp"
+#include "plugins/HostApi.hpp"
+#include "plugins/HostError.hpp"
+#include "plugins/PluginCall.hpp"
+#include "plugins/StateDict.hpp"
+#include "rh/cpp/torch.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rh::lifecycle {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+const config::Node* find(const config::Node& node, const std::string& path) {
+  const config::Node* n = &node;
+  std::stringstream parts(path);
+  std::string key;
+  while (n != nullptr && std::getline(parts, key, '.')) n = n->find(key);
+  return n;
+}
+template <class T>
+T get(const config::Node& job, const std::string& path, T fallback) {
+  const config::Node* n = find(job, path);
+  if (n == nullptr || n->is_null()) return fallback;
+  if constexpr (std::is_same_v<T, bool>)
+    return n->as_bool();
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(n->as_int());
+  else if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(n->as_double());
+  else
+    return n->as_string();
+}
+
+// train_cfg, with MMEngine's defaults.
+struct TrainConfig {
+  bool by_epoch = true;
+  int64_t max_epochs = 0;
+  int64_t max_iters = 0;
+  int64_t val_interval = 1;
+  int64_t val_begin = 1;
+};
+
+TrainConfig read_train_cfg(const config::Node& job) {
+  TrainConfig t;
+  const config::Node* cfg = job.find("train_cfg");
+  if (cfg == nullptr)
+    throw config::ConfigError(job.location(), "",
+                              "train mode needs train_cfg (max_epochs or max_iters)");
+  t.max_epochs = get<int64_t>(job, "train_cfg.max_epochs", 0);
+  t.max_iters = get<int64_t>(job, "train_cfg.max_iters", 0);
+  t.by_epoch = get<bool>(job, "train_cfg.by_epoch", t.max_epochs > 0);
+  t.val_interval = get<int64_t>(job, "train_cfg.val_interval", t.by_epoch ? 1 : 1000);
+  t.val_begin = get<int64_t>(job, "train_cfg.val_begin", 1);
+  if (t.by_epoch && t.max_epochs <= 0)
+    throw config::ConfigError(cfg->location(), cfg->path(), "by_epoch training needs max_epochs");
+  if (!t.by_epoch && t.max_iters <= 0)
+    throw config::ConfigError(cfg->location(), cfg->path(),
+                              "iteration-based training needs max_iters");
+  return t;
+}
+
+double resident_memory_mb() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) /
+         (1024.0 * 1024.0);
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+// Normalisation-layer parameters (paramwise norm_decay_mult): in the
+// built-in models a dotted segment of their name starts with "norm".
+bool is_norm_param(const std::string& name) {
+  for (size_t pos = 0; pos < name.size();) {
+    if (name.compare(pos, 4, "norm") == 0) return name.find('.', pos) != std::string::npos;
+    size_t dot = name.find('.', pos);
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  return false;
+}
+
+// Checks a strategy's call and names it in the error.
+void check(const host::StrategyInstance& s, const char* step, rh_Error* err) {
+  host::throw_if_error(err, s.what() + " " + step);
+}
+
+}  // namespace
+
+struct Runner::State {
+  State(const config::Node& job_, RunnerOptions opt_, host::HostServices& services_,
+        JobComponents c_)
+      : job(job_),
+        opt(std::move(opt_)),
+        services(services_),
+        c(std::move(c_)),
+        hooks(services_, std::move(c.hooks)),
+        store(opt.work_dir, *c.checkpoint_io) {}
+
+  const config::Node& job;
+  RunnerOptions opt;
+  host::HostServices& services;
+  JobComponents c;
+  HookDispatcher hooks;
+  checkpoint::CheckpointStore store;
+
+  uint64_t seed = 0;
+  at::Device device = at::kCPU;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<ModelAccess> model_access;
+  std::unique_ptr<data::DataLoader> train_loader, val_loader, test_loader;
+  std::unique_ptr<optim::OptimWrapper> optim;
+  std::unique_ptr<optim::ParamSchedulers> schedulers;
+  TrainConfig train_cfg;
+
+  // Progress: what has been done, which is what a checkpoint records.
+  int64_t iters_done = 0;   // train iterations
+  int64_t epochs_done = 0;  // finished (data) epochs
+  int64_t inner_done = 0;   // batches done in the current epoch
+
+  // ---- The lifecycle --------------------------------------------------------
+
+  void train() {
+    train_cfg = read_train_cfg(job);
+    // 2. Environment: the strategy picks the device; seeds.
+    setup_env();
+    // 3. Model, initialised from the seed (the same weights on every rank).
+    build_model();
+    train_loader = make_loader("train", true);
+    if (job.find("data") && job.find("data")->find("val")) val_loader = make_loader("val", false);
+    // 4-6. Weights (load_from / resume), before or after the strategy wraps.
+    std::optional<fs::path> resume_dir = find_resume_checkpoint();
+    const rh_StrategyTraits traits = c.strategy->traits();
+    if (traits.load_phase == RH_LOAD_BEFORE_WRAP) load_weights(resume_dir);
+    wrap_model();
+    if (traits.load_phase == RH_LOAD_AFTER_WRAP) load_weights(resume_dir);
+    // 7. Optimizer over the strategy's parameters.
+    build_optimizer();
+    // 8. auto_scale_lr: always before the schedulers take their base lrs.
+    auto_scale_lr();
+    // 9. Parameter schedulers.
+    const auto batches = static_cast<int64_t>(train_loader->batches_per_epoch());
+    schedulers = std::make_unique<optim::ParamSchedulers>(
+        job.find("param_scheduler"), *optim, batches,
+        optim::TrainLength{
+            train_cfg.by_epoch ? train_cfg.max_epochs : 0,
+            train_cfg.by_epoch ? train_cfg.max_epochs * batches : train_cfg.max_iters});
+    schedulers->apply(0, 0);
+    // 10. Resume the rest: optimizer, schedulers, counters, RNG, data position.
+    if (resume_dir) resume_from(*resume_dir);
+    // 11-13. Hooks around the loops.
+    enable_checkpoints();
+    set_state(RH_MODE_TRAIN, epochs_done, iters_done, inner_done);
+    hooks.fire(RH_EVENT_BEFORE_RUN);
+    train_loop();
+    hooks.fire(RH_EVENT_AFTER_RUN);
+    services.set_checkpoint_handlers(nullptr, nullptr);
+    teardown();
+  }
+
+  // val / test without train: no optimizer; weights from load_from or resume.
+  void evaluate_only(RunMode mode) {
+    const char* split = mode == RunMode::Val ? "val" : "test";
+    if (!job.find("data") || !job.find("data")->find(split))
+      throw config::ConfigError(job.location(), "data",
+                                std::string("--mode ") + split + " needs data." + split);
+    setup_env();
+    build_model();
+    auto& loader = mode == RunMode::Val ? val_loader : test_loader;
+    loader = make_loader(split, false);
+    std::optional<fs::path> resume_dir = find_resume_checkpoint();
+    if (!resume_dir && !job.find("load_from"))
+      spdlog::warn(
+          "--mode {}: no load_from and no checkpoint to resume; evaluating the initial weights",
+          split);
+    const rh_StrategyTraits traits = c.strategy->traits();
+    if (traits.load_phase == RH_LOAD_BEFORE_WRAP) load_weights(resume_dir);
+    wrap_model();
+    if (traits.load_phase == RH_LOAD_AFTER_WRAP) load_weights(resume_dir);
+    set_state(mode == RunMode::Val ? RH_MODE_VAL : RH_MODE_TEST, 0, 0, 0);
+    hooks.fire(RH_EVENT_BEFORE_RUN);
+    eval_loop(mode, *loader);
+    hooks.fire(RH_EVENT_AFTER_RUN);
+    teardown();
+  }
+
+  // ---- Loops ----------------------------------------------------------------
+
+  bool train_done() const {
+    return train_cfg.by_epoch ? epochs_done >= train_cfg.max_epochs
+                              : iters_done >= train_cfg.max_iters;
+  }
+
+  void train_loop() {
+    hooks.fire(RH_EVENT_BEFORE_TRAIN);
+    const int64_t batches = static_cast<int64_t>(train_loader->batches_per_epoch());
+    while (!train_done()) {
+      if (train_cfg.by_epoch) hooks.fire(RH_EVENT_BEFORE_TRAIN_EPOCH);
+      train_loader->start_epoch(epochs_done, static_cast<size_t>(inner_done));
+      while (!train_done()) {
+        auto t0 = Clock::now();
+        std::optional<data::Batch> batch = train_loader->next();
+        if (!batch) break;
+        const double data_time = seconds_since(t0);
+        set_state(RH_MODE_TRAIN, epochs_done, iters_done, inner_done);
+        hooks.fire(RH_EVENT_BEFORE_TRAIN_ITER);
+        Metrics metrics = train_step(*batch, batches);
+        ++iters_done;
+        ++inner_done;
+        schedulers->apply(iters_done, epochs_done);  // the next iteration's lr
+        metrics.insert(metrics.begin() + 1, {"lr", optim->lrs().at(0)});
+        metrics.push_back({"time", seconds_since(t0)});
+        metrics.push_back({"data_time", data_time});
+        metrics.push_back({"memory_mb", resident_memory_mb()});
+        for (auto& m : services.take_metrics()) metrics.push_back(std::move(m));
+        set_state(RH_MODE_TRAIN, epochs_done, iters_done - 1,
+                  inner_done - 1);  // the iteration that ran
+        hooks.fire(RH_EVENT_AFTER_TRAIN_ITER, metrics);
+        if (!train_cfg.by_epoch && val_due(iters_done, train_cfg.max_iters)) run_val();
+      }
+      if (inner_done < batches) continue;  // stopped by max_iters mid-epoch: the loop ends
+      ++epochs_done;
+      inner_done = 0;
+      schedulers->apply(iters_done, epochs_done);
+      if (train_cfg.by_epoch) {
+        set_state(RH_MODE_TRAIN, epochs_done - 1, iters_done, batches);  // the epoch that ended
+        hooks.fire(RH_EVENT_AFTER_TRAIN_EPOCH);
+        if (val_due(epochs_done, train_cfg.max_epochs)) run_val();
+      }
+      set_state(RH_MODE_TRAIN, epochs_done, iters_done, inner_done);
+    }
+    set_state(RH_MODE_TRAIN, epochs_done, iters_done, inner_done);
+    hooks.fire(RH_EVENT_AFTER_TRAIN);
+  }
+
+  // MMEngine's rule: from val_begin on, every val_interval, and at the end.
+  bool val_due(int64_t done, int64_t max) const {
+    return val_loader && done >= train_cfg.val_begin &&
+           (done % train_cfg.val_interval == 0 || done == max);
+  }
+
+  void run_val() { eval_loop(RunMode::Val, *val_loader); }
+
+  // One optimisation step: batch -> forward -> loss -> backward (the
+  // strategy's gradient hooks run inside) -> strategy sync -> optimizer step.
+  Metrics train_step(const data::Batch& batch, int64_t batches_per_epoch) {
+    // Gradient accumulation: a window of N batches, the last one shorter at
+    // the end of an epoch; the loss is divided by the window's length.
+    const int64_t n = optim->accumulative_counts();
+    const int64_t window_start = inner_done - inner_done % n;
+    const int64_t window = std::min<int64_t>(n, batches_per_epoch - window_start);
+    const bool last_of_window = inner_done + 1 == window_start + window;
+    const bool last_iter = !train_cfg.by_epoch && iters_done + 1 == train_cfg.max_iters;
+    const bool step = last_of_window || last_iter;
+
+    model->train(true);
+    at::Tensor input = batch.input.to(device);    // (B, F) / (B, 3, H, W) / (B, T)
+    at::Tensor target = batch.target.to(device);  // (B) / (B, T)
+    at::Tensor logits = model->forward(input);    // (B, C) / (B, T, V)
+    at::Tensor loss = Evaluator::loss(model->task(), logits, target);
+    (loss / static_cast<double>(window)).backward();
+    const auto& vt = c.strategy->vtable();
+    if (vt.SyncGradients)
+      check(*c.strategy, "SyncGradients", vt.SyncGradients(c.strategy->handle(), step ? 1 : 0));
+    Metrics metrics{{"loss", loss.item<double>()}};
+    if (step) {
+      double grad_norm = optim->step();
+      if (vt.AfterOptimizerStep)
+        check(*c.strategy, "AfterOptimizerStep", vt.AfterOptimizerStep(c.strategy->handle()));
+      optim->zero_grad();
+      if (grad_norm >= 0) metrics.push_back({"grad_norm", grad_norm});
+    }
+    return metrics;
+  }
+
+  // The val or test loop; its metrics go to after_{val,test}_epoch.
+  Metrics eval_loop(RunMode mode, data::DataLoader& loader) {
+    const bool val = mode == RunMode::Val;
+    auto event = [val](rh_HookEvent v, rh_HookEvent t) { return val ? v : t; };
+    const rh_RunMode run_mode = val ? RH_MODE_VAL : RH_MODE_TEST;
+    set_state(run_mode, epochs_done, iters_done, 0);
+    hooks.fire(event(RH_EVENT_BEFORE_VAL, RH_EVENT_BEFORE_TEST));
+    hooks.fire(event(RH_EVENT_BEFORE_VAL_EPOCH, RH_EVENT_BEFORE_TEST_EPOCH));
+    model->train(false);
+    Evaluator evaluator(model->task(), loader.dataset().num_classes());
+    loader.start_epoch(0);
+    int64_t i = 0;
+    while (std::optional<data::Batch> batch = loader.next()) {
+      set_state(run_mode, epochs_done, iters_done, i);
+      hooks.fire(event(RH_EVENT_BEFORE_VAL_ITER, RH_EVENT_BEFORE_TEST_ITER));
+      {
+        torch::NoGradGuard no_grad;
+        at::Tensor logits = model->forward(batch->input.to(device));
+        evaluator.add(logits, batch->target.to(device));
+      }
+      hooks.fire(event(RH_EVENT_AFTER_VAL_ITER, RH_EVENT_AFTER_TEST_ITER));
+      ++i;
+    }
+    Metrics metrics = evaluator.metrics();
+    set_state(run_mode, epochs_done, iters_done, i);
+    hooks.fire(event(RH_EVENT_AFTER_VAL_EPOCH, RH_EVENT_AFTER_TEST_EPOCH), metrics);
+    hooks.fire(event(RH_EVENT_AFTER_VAL, RH_EVENT_AFTER_TEST));
+    std::string line;
+    for (const auto& [name, value] : metrics) line += " " + name + ": " + std::to_string(value);
+    spdlog::debug("{}{}", val ? "val" : "test", line);
+    return metrics;
+  }
+
+  // ---- Setup steps ----------------------------------------------------------
+
+  void setup_env() {
+    seed = get<uint64_t>(job, "seed", 0);
+    if (get<bool>(job, "deterministic", false))
+      at::globalContext().setDeterministicAlgorithms(true, false);
+    torch::manual_seed(seed);
+    rh_SetupEnvArgs args{RH_SETUP_ENV_ARGS_STRUCT_SIZE, nullptr, 0, seed, DLDevice{kDLCPU, 0}};
+    check(*c.strategy, "SetupEnv", c.strategy->vtable().SetupEnv(c.strategy->handle(), &args));
+    services.set_device(args.device);
+    device = args.device.device_type == kDLCUDA
+                 ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(args.device.device_id))
+                 : at::Device(at::kCPU);
+    spdlog::info("strategy {} on {}, seed {}", c.strategy->type(), device.str(), seed);
+  }
+
+  void build_model() {
+    model = model::build_model(*job.find("model"), seed, opt.job_dir.string());
+    model->to(device);
+  }
+
+  void wrap_model() {
+    model_access = std::make_unique<ModelAccess>(*model);
+    const auto& vt = c.strategy->vtable();
+    if (vt.Wrap == nullptr) return;
+    rh_WrapArgs args{RH_WRAP_ARGS_STRUCT_SIZE, model_access->handle(), model_access->api()};
+    check(*c.strategy, "Wrap", vt.Wrap(c.strategy->handle(), &args));
+  }
+
+  std::unique_ptr<data::DataLoader> make_loader(const std::string& split, bool train) {
+    const config::Node* cfg = find(job, "data." + split);
+    if (cfg == nullptr) throw config::ConfigError(job.location(), "data", "missing data." + split);
+    auto dataset = data::build_dataset(*cfg->find("dataset"), opt.job_dir.string());
+    data::LoaderOptions o = data::loader_options(*cfg, seed);
+    if (!train) o.shuffle = false;
+    return std::make_unique<data::DataLoader>(dataset, o, /*rank=*/0, /*world_size=*/1);
+  }
+
+  void build_optimizer() {
+    std::vector<optim::OptimParam> params;
+    for (auto& p : model->named_parameters()) {
+      if (!p.tensor.requires_grad()) continue;
+      params.push_back({p.name, p.tensor, is_norm_param(p.name)});
+    }
+    optim = std::make_unique<optim::OptimWrapper>(*job.find("optim_wrapper"), std::move(params));
+  }
+
+  void auto_scale_lr() {
+    if (!get<bool>(job, "auto_scale_lr.enable", false)) return;
+    const int64_t base = get<int64_t>(job, "auto_scale_lr.base_batch_size", 0);
+    const config::Node* cfg = find(job, "auto_scale_lr");
+    if (base <= 0)
+      throw config::ConfigError(cfg->location(), cfg->path(), "enable: true needs base_batch_size");
+    const int64_t world = 1;
+    const double batch = static_cast<double>(train_loader->options().batch_size);
+    const double factor = world * batch / static_cast<double>(base);
+    optim->scale_lr(factor);
+    spdlog::info("auto_scale_lr: lr x {} ({} ranks x batch {} / base_batch_size {})", factor, world,
+                 batch, base);
+  }
+
+  void teardown() {
+    const auto& vt = c.strategy->vtable();
+    if (vt.Teardown) check(*c.strategy, "Teardown", vt.Teardown(c.strategy->handle()));
+  }
+
+  // The run state hooks see (rh_RunState documents what each field means at
+  // which event).
+  void set_state(rh_RunMode mode, int64_t epoch, int64_t iter, int64_t inner) {
+    rh_RunState s{};
+    s.struct_size = RH_RUN_STATE_STRUCT_SIZE;
+    s.mode = mode;
+    s.epoch = epoch;
+    s.iter = iter;
+    s.inner_iter = inner;
+    s.max_epochs = train_cfg.by_epoch ? train_cfg.max_epochs : 0;
+    s.max_iters =
+        train_cfg.by_epoch && train_loader
+            ? train_cfg.max_epochs * static_cast<int64_t>(train_loader->batches_per_epoch())
+            : train_cfg.max_iters;
+    s.rank = 0;
+    s.world_size = 1;
+    services.set_run_state(s);
+  }
+
+  // ---- Checkpoints ----------------------------------------------------------
+
+  void enable_checkpoints() {
+    services.set_checkpoint_handlers([this](const std::string& name) { save_checkpoint(name); },
+                                     [this](const std::string& name) { store.remove(name); });
+  }
+
+  void save_checkpoint(const std::string& name) {
+    const rh_HookEvent ev = hooks.current_event();
+    if (ev != RH_EVENT_AFTER_TRAIN_ITER && ev != RH_EVENT_AFTER_TRAIN_EPOCH &&
+        ev != RH_EVENT_AFTER_VAL_EPOCH)
+      throw host::HostError(
+          RH_ERROR_FAILED_PRECONDITION,
+          std::string("Checkpoint_Save may be called from after_train_iter, after_train_epoch "
+                      "or after_val_epoch, not from ") +
+              event_name(ev));
+    if (!checkpoint::CheckpointStore::valid_name(name))
+      throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name '" + name + "'");
+    const fs::path dir = store.work_dir() / name;
+    rh_StateDict model_dict, optim_dict, state_dict;
+    std::string tensors_json;
+    auto add_model = [&](const std::vector<model::NamedTensor>& list) {
+      for (const auto& t : list) {
+        checkpoint::put_tensor(model_dict, t.name, t.tensor);
+        std::ostringstream shape;
+        shape << t.tensor.sizes();
+        tensors_json += (tensors_json.empty() ? "" : ", ") + std::string("\"") +
+                        json_escape(t.name) + "\": {\"shape\": \"" + shape.str() +
+                        "\", \"dtype\": \"" + std::string(c10::toString(t.tensor.scalar_type())) +
+                        "\"}";
+      }
+    };
+    add_model(model->named_parameters());
+    add_model(model->named_buffers());
+    for (const auto& t : optim->state_tensors())
+      checkpoint::put_tensor(optim_dict, t.name, t.tensor);
+    checkpoint::put_text(state_dict, "loop",
+                         "{\"epochs_done\": " + std::to_string(epochs_done) +
+                             ", \"iters_done\": " + std::to_string(iters_done) +
+                             ", \"inner_done\": " + std::to_string(inner_done) + "}");
+    checkpoint::put_tensor(state_dict, "rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+    const auto& vt = c.strategy->vtable();
+    if (vt.StateExport) {
+      rh_StateDict own;
+      check(*c.strategy, "StateExport", vt.StateExport(c.strategy->handle(), &own));
+      for (auto& [key, e] : own.entries) state_dict.entries["strategy." + key] = std::move(e);
+    }
+    hooks.before_save(state_dict, dir.string());
+    const std::string meta =
+        "{\n  \"format_version\": 1,\n  \"runner\": \"runner-host " + opt.runner_version +
+        "\",\n  \"name\": \"" + json_escape(name) +
+        "\",\n  \"epoch\": " + std::to_string(epochs_done) +
+        ",\n  \"iter\": " + std::to_string(iters_done) +
+        ",\n  \"world_size\": 1,\n  \"strategy\": \"" + json_escape(c.strategy->type()) +
+        "\",\n  \"checkpoint_io\": \"" + json_escape(c.checkpoint_io->type()) +
+        "\",\n  \"files\": [\"model\", \"optimizer\", \"state\"],\n  \"tensors\": {" +
+        tensors_json + "},\n  \"config\": \"" + json_escape(opt.config_yaml) + "\"\n}\n";
+    store.save(name, {{"model", &model_dict}, {"optimizer", &optim_dict}, {"state", &state_dict}},
+               meta);
+    spdlog::info("saved checkpoint {}", dir.string());
+    hooks.after_save(dir.string());
+  }
+
+  // `resume:` true/'auto' -> the newest valid checkpoint of work_dir; a path
+  // -> that checkpoint, which must be valid.
+  std::optional<fs::path> find_resume_checkpoint() {
+    const config::Node* r = job.find("resume");
+    if (r == nullptr || r->is_null()) return std::nullopt;
+    const std::string value = r->as_string();
+    if (value == "false" || value == "False") return std::nullopt;
+    if (value == "true" || value == "True" || value == "auto") {
+      std::vector<std::string> skipped;
+      auto dir = store.find_resumable(&skipped);
+      for (const auto& s : skipped) spdlog::warn("resume: skipping invalid checkpoint {}", s);
+      if (!dir)
+        spdlog::info("resume: no checkpoint in {}; starting from scratch",
+                     store.work_dir().string());
+      return dir;
+    }
+    fs::path dir = fs::path(value).is_relative() ? opt.job_dir / value : fs::path(value);
+    std::string why = store.verify(dir);
+    if (!why.empty())
+      throw config::ConfigError(r->location(), r->path(),
+                                "cannot resume from " + dir.string() + ": " + why);
+    return dir;
+  }
+
+  // Model weights from the resume checkpoint (strict), else from load_from.
+  void load_weights(const std::optional<fs::path>& resume_dir) {
+    std::vector<model::NamedTensor> targets = model->named_parameters();
+    for (auto& b : model->named_buffers()) targets.push_back(b);
+    if (resume_dir) {
+      rh_StateDict dict;
+      store.load(*resume_dir, "model", dict);
+      checkpoint::LoadReport report = checkpoint::load_into(dict, "", targets);
+      if (!report.ok())
+        throw host::HostError(
+            RH_ERROR_FAILED_PRECONDITION,
+            "checkpoint " + resume_dir->string() + " does not match the model:" + report.str());
+      spdlog::info("resume: loaded model weights from {}", resume_dir->string());
+      return;
+    }
+    const config::Node* lf = job.find("load_from");
+    if (lf == nullptr || lf->is_null()) return;
+    const config::Node* path_node = lf->is_map() ? lf->find("path") : lf;
+    const bool strict = lf->is_map() && lf->find("strict") ? lf->find("strict")->as_bool() : true;
+    fs::path path = path_node->as_string();
+    if (path.is_relative()) path = opt.job_dir / path;
+    // A checkpoint directory (its model file) or a single weights file.
+    fs::path dir = path, stem = "model";
+    if (!fs::is_directory(path)) {
+      dir = path.parent_path();
+      stem = path.stem();
+    }
+    if (!fs::exists(path))
+      throw config::ConfigError(path_node->location(), path_node->path(),
+                                "no such file or directory: " + path.string());
+    rh_StateDict dict;
+    store.load(dir, stem.string(), dict);
+    checkpoint::LoadReport report = checkpoint::load_into(dict, "", targets);
+    if (!report.ok()) {
+      if (strict || !report.mismatched.empty())
+        throw host::HostError(
+            RH_ERROR_FAILED_PRECONDITION,
+            "load_from " + path.string() + " does not match the model:" + report.str());
+      spdlog::warn("load_from {} (strict: false):{}", path.string(), report.str());
+    }
+    spdlog::info("loaded weights from {}", path.string());
+  }
+
+  void resume_from(const fs::path& dir) {
+    rh_StateDict optim_dict, state_dict;
+    store.load(dir, "optimizer", optim_dict);
+    store.load(dir, "state", state_dict);
+    std::vector<model::NamedTensor> optim_state;
+    for (const auto& [key, e] : optim_dict.entries)
+      if (e.is_tensor) optim_state.push_back({key, checkpoint::get_tensor(optim_dict, key)});
+    optim->load_state_tensors(optim_state);
+    YAML::Node loop = YAML::Load(checkpoint::get_text(state_dict, "loop"));
+    epochs_done = loop["epochs_done"].as<int64_t>();
+    iters_done = loop["iters_done"].as<int64_t>();
+    inner_done = loop["inner_done"].as<int64_t>();
+    schedulers->apply(iters_done, epochs_done);
+    at::Generator rng = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+    {
+      std::lock_guard<std::mutex> lock(rng.mutex());
+      rng.set_state(checkpoint::get_tensor(state_dict, "rng.cpu").clone());
+    }
+    set_state(RH_MODE_TRAIN, epochs_done, iters_done, inner_done);
+    hooks.after_load(state_dict, dir.string());
+    const auto& vt = c.strategy->vtable();
+    if (vt.StateImport) {
+      rh_StateDict own;
+      for (const auto& [key, e] : state_dict.entries)
+        if (key.rfind("strategy.", 0) == 0) own.entries[key.substr(9)] = e;
+      check(*c.strategy, "StateImport", vt.StateImport(c.strategy->handle(), &own));
+    }
+    spdlog::info("resumed from {} at epoch {}, iteration {}", dir.string(), epochs_done,
+                 iters_done);
+  }
+};
+
+Runner::Runner(const config::Node& job, RunnerOptions options, host::HostServices& services,
+               JobComponents components)
+    : s_(std::make_unique<State>(job, std::move(options), services, std::move(components))) {}
+
+Runner::~Runner() = default;
+
+void Runner::run() {
+  // The first thing a run writes: logs, traces and checkpoints go here.
+  std::error_code ec;
+  fs::create_directories(s_->opt.work_dir, ec);
+  if (ec)
+    throw host::HostError(
+        RH_ERROR_IO, "cannot create work_dir " + s_->opt.work_dir.string() + ": " + ec.message());
+  switch (s_->opt.mode) {
+    case RunMode::Train:
+      s_->train();
+      break;
+    case RunMode::Val:
+      s_->evaluate_only(RunMode::Val);
+      break;
+    case RunMode::Test:
+      s_->evaluate_only(RunMode::Test);
+      break;
+  }
+}
+
+}  // namespace rh::lifecycle

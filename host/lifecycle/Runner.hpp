@@ -1,0 +1,48 @@
+// The runner: owns the lifecycle of DESIGN.md §3 and runs it for every
+// strategy the same way. Runner::train() is the whole order of things; read
+// it top to bottom.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "lifecycle/JobComponents.hpp"
+
+namespace rh::config {
+class Node;
+}
+namespace rh::host {
+class HostServices;
+}
+
+namespace rh::lifecycle {
+
+enum class RunMode { Train, Val, Test };
+
+struct RunnerOptions {
+  RunMode mode = RunMode::Train;
+  std::filesystem::path job_dir;   // resolves relative paths of the job
+  std::filesystem::path work_dir;  // logs and checkpoints
+  std::string config_yaml;         // the resolved job, stored in meta.json
+  std::string runner_version;
+};
+
+class Runner {
+ public:
+  Runner(const config::Node& job, RunnerOptions options, host::HostServices& services,
+         JobComponents components);
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Runs the mode's lifecycle. Throws host::HostError / config::ConfigError.
+  void run();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace rh::lifecycle

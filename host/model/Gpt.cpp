@@ -1,0 +1,141 @@
+// gpt: a tiny decoder-only transformer (nanoGPT-like) for language modelling.
+//
+//   ids (B, T) int64, T <= block_size
+//   -> embed: token + position embeddings             (B, T, D)
+//   -> blocks.i: pre-norm causal transformer blocks   (B, T, D)
+//   -> head: LayerNorm -> linear, no bias             (B, T, V)
+//
+// Tensors: embed.token.weight (V, D), embed.position.weight (block_size, D),
+// blocks.i.* (see TransformerBlock.hpp), head.norm.{weight,bias},
+// head.fc.weight (V, D). With tie_weights the head multiplies by
+// embed.token.weight instead: there is no head.fc.weight, the shared weight
+// is listed once and belongs to the embed unit (a sharding strategy must
+// have it gathered for the head's forward too). Init as nanoGPT: N(0, 0.02²),
+// the residual projections N(0, (0.02/sqrt(2·depth))²), biases 0.
+//
+// Units: embed, blocks.0 .. blocks.{depth-1}, head.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/BuiltinModel.hpp"
+#include "model/ConfigFields.hpp"
+#include "model/Layers.hpp"
+#include "model/ModelBuilders.hpp"
+#include "model/TransformerBlock.hpp"
+
+namespace rh::model {
+namespace {
+
+constexpr double kInitStd = 0.02;
+
+struct GptConfig {
+  int64_t vocab_size = 0;   // V
+  int64_t block_size = 64;  // longest T
+  int64_t dim = 64;         // D, a multiple of heads
+  int64_t depth = 2;
+  int64_t heads = 4;
+  double mlp_ratio = 4.0;
+  double dropout = 0.0;
+  bool tie_weights = false;
+};
+
+GptConfig read_gpt_config(const config::Node& node) {
+  const ConfigFields cfg(node);
+  GptConfig c;
+  c.vocab_size = cfg.integer("vocab_size");
+  c.block_size = cfg.integer("block_size", c.block_size);
+  c.dim = cfg.integer("dim", c.dim);
+  c.depth = cfg.integer("depth", c.depth);
+  c.heads = cfg.integer("heads", c.heads);
+  c.mlp_ratio = cfg.number("mlp_ratio", c.mlp_ratio);
+  c.dropout = cfg.number("dropout", c.dropout);
+  c.tie_weights = cfg.boolean("tie_weights", c.tie_weights);
+  if (c.dim % c.heads != 0) {
+    cfg.fail("heads", "dim " + std::to_string(c.dim) + " is not a multiple of heads " +
+                          std::to_string(c.heads));
+  }
+  return c;
+}
+
+class Gpt final : public BuiltinModel {
+ public:
+  Gpt(const GptConfig& c, uint64_t seed) : BuiltinModel(seed), config_(c) {
+    registry().begin_unit("embed");
+    token_ = make_embedding(registry(), "embed.token", c.vocab_size, c.dim, kInitStd);
+    position_ = make_embedding(registry(), "embed.position", c.block_size, c.dim, kInitStd);
+
+    TransformerBlockSpec block;
+    block.dim = c.dim;
+    block.heads = c.heads;
+    block.mlp_ratio = c.mlp_ratio;
+    block.dropout = c.dropout;
+    block.causal = true;
+    block.proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.depth));
+    for (int64_t i = 0; i < c.depth; ++i) {
+      const std::string name = "blocks." + std::to_string(i);
+      registry().begin_unit(name);
+      blocks_.emplace_back(registry(), name, block);
+    }
+
+    registry().begin_unit("head");
+    head_norm_ = make_layer_norm(registry(), "head.norm", c.dim);
+    if (c.tie_weights) {
+      head_weight_ = token_.weight;  // the same tensor: one parameter, two uses
+    } else {
+      head_weight_ = make_linear(registry(), "head.fc",
+                                 {c.dim, c.vocab_size, false, {WeightInit::Kind::Normal, kInitStd}})
+                         .weight;
+    }
+  }
+
+  at::Tensor forward(const at::Tensor& input) override {
+    if (input.dim() != 2 || input.scalar_type() != at::kLong) {
+      throw std::invalid_argument("gpt: expected int64 token ids (B, T), got " +
+                                  std::string(c10::toString(input.scalar_type())) + " " +
+                                  c10::str(input.sizes()));
+    }
+    const int64_t T = input.size(1);
+    if (T > config_.block_size) {
+      throw std::invalid_argument(
+          "gpt: input has T=" + std::to_string(T) +
+          " tokens, more than block_size=" + std::to_string(config_.block_size) +
+          " (raise model.block_size or feed shorter sequences)");
+    }
+    const bool train = training();
+    int unit = 0;
+    enter_unit(unit);
+    const at::Tensor positions = torch::arange(T, input.options());       // (T)
+    at::Tensor x = token_.forward(input) + position_.forward(positions);  // (B, T, D)
+    x = at::dropout(x, config_.dropout, train);
+    exit_unit(unit++);
+    for (const TransformerBlock& block : blocks_) {
+      enter_unit(unit);
+      x = block.forward(x, train);
+      exit_unit(unit++);
+    }
+    enter_unit(unit);
+    x = at::linear(head_norm_.forward(x), head_weight_);  // (B, T, V)
+    exit_unit(unit);
+    return x;
+  }
+
+  Task task() const override { return Task::LanguageModel; }
+
+ private:
+  GptConfig config_;
+  Embedding token_;
+  Embedding position_;
+  std::vector<TransformerBlock> blocks_;
+  LayerNorm head_norm_;
+  at::Tensor head_weight_;  // head.fc.weight, or embed.token.weight when tied
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_gpt(const config::Node& cfg, uint64_t seed) {
+  return std::make_unique<Gpt>(read_gpt_config(cfg), seed);
+}
+
+}  // namespace rh::model

@@ -1,0 +1,73 @@
+#include "model/ModelSchema.hpp"
+
+namespace rh::model {
+namespace {
+
+config::Schema build_model_schema() {
+  using namespace config::schema;
+  const config::Schema dropout = number(0, 1);
+  const config::Schema positive = integer(1);
+  const config::Schema classes = integer(2);
+
+  return typed_union(
+      "type",
+      {
+          {"mlp", map({
+                      {"in_features", positive, true, "input features F"},
+                      {"hidden", list(positive), false, "hidden layer widths (default [128])"},
+                      {"num_classes", classes, true, "output classes C"},
+                      {"activation", enumeration({"relu", "gelu", "tanh"}), false,
+                       "between layers (default relu)"},
+                      {"dropout", dropout, false, "after each activation (default 0)"},
+                  })},
+          {"convnet", map({
+                          {"in_channels", positive, false, "image channels (default 3)"},
+                          {"num_classes", classes, true, "output classes C"},
+                          {"width", positive, false, "channels of the first stage (default 32)"},
+                          {"blocks", list(positive), false,
+                           "residual blocks per stage; stage s has width*2^s channels "
+                           "(default [1, 1, 1])"},
+                          {"norm", enumeration({"batch", "group", "none"}), false,
+                           "normalisation layers (default batch)"},
+                      })},
+          {"vit", map({
+                      {"image_size", positive, false, "input height and width (default 32)"},
+                      {"patch_size", positive, false, "divides image_size (default 4)"},
+                      {"in_channels", positive, false, "image channels (default 3)"},
+                      {"dim", positive, false, "embedding width, a multiple of heads (default 64)"},
+                      {"depth", positive, false, "transformer blocks (default 4)"},
+                      {"heads", positive, false, "attention heads (default 4)"},
+                      {"mlp_ratio", number_above(0), false, "MLP width / dim (default 2)"},
+                      {"num_classes", classes, true, "output classes C"},
+                      {"dropout", dropout, false, "default 0"},
+                  })},
+          {"gpt", map({
+                      {"vocab_size", positive, true, "tokens V"},
+                      {"block_size", positive, false, "context length, the longest T (default 64)"},
+                      {"dim", positive, false, "embedding width, a multiple of heads (default 64)"},
+                      {"depth", positive, false, "transformer blocks (default 2)"},
+                      {"heads", positive, false, "attention heads (default 4)"},
+                      {"mlp_ratio", number_above(0), false, "MLP width / dim (default 4)"},
+                      {"dropout", dropout, false, "default 0"},
+                      {"tie_weights", boolean(), false,
+                       "the head reuses the token embedding (default false)"},
+                  })},
+          {"torchscript",
+           map({
+               {"path", string(), true, "the .pt file; a relative path starts at the job's folder"},
+               {"num_classes", classes, false, "checked against the logits"},
+               {"task", enumeration({"classification", "language_model"}), false,
+                "what the module computes (default classification)"},
+           })},
+      },
+      "model");
+}
+
+}  // namespace
+
+config::Schema model_schema() {
+  static const config::Schema kSchema = build_model_schema();
+  return kSchema;
+}
+
+}  // namespace rh::model

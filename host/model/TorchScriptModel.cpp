@@ -1,0 +1,122 @@
+// torchscript: a module saved with torch.jit.save / ScriptModule.save,
+// trained as it is (the file's weights; the seed does not apply).
+//
+// Parameters: named_parameters(recurse) of the module, named as TorchScript
+// names them ("fc1.weight"), requires_grad as saved. Units: the parameters
+// directly on the root module as unit "root" (first, where TorchScript lists
+// them), then one unit per top-level child that holds parameters, named as
+// the child, in the module's order (children without parameters, such as
+// activations, are not units). The forward is opaque: the unit callback sees
+// PreForward for every unit in order before module.forward(input), and
+// PostForward for every unit in order after it.
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+
+#include "model/ConfigFields.hpp"
+#include "model/ModelBuilders.hpp"
+
+namespace rh::model {
+namespace {
+
+std::string first_line(const std::string& text) {
+  const size_t end = text.find('\n');
+  return end == std::string::npos ? text : text.substr(0, end);
+}
+
+class TorchScriptModel final : public Model {
+ public:
+  TorchScriptModel(torch::jit::Module module, Task task, std::optional<int64_t> num_classes)
+      : module_(std::move(module)), task_(task), num_classes_(num_classes) {
+    Unit root{"root", {}};
+    for (const auto& p : module_.named_parameters(/*recurse=*/false)) {
+      root.param_names.push_back(p.name);
+    }
+    if (!root.param_names.empty()) units_.push_back(root);
+    for (const auto& child : module_.named_children()) {
+      Unit unit{child.name, {}};
+      for (const auto& p : child.value.named_parameters(/*recurse=*/true)) {
+        unit.param_names.push_back(child.name + "." + p.name);
+      }
+      if (!unit.param_names.empty()) units_.push_back(unit);
+    }
+  }
+
+  at::Tensor forward(const at::Tensor& input) override {
+    const int count = static_cast<int>(units_.size());
+    for (int unit = 0; unit < count; ++unit) enter_unit(unit);
+    at::Tensor output = module_.forward({input}).toTensor();
+    for (int unit = 0; unit < count; ++unit) exit_unit(unit);
+    if (num_classes_ && task_ == Task::Classification &&
+        (output.dim() != 2 || output.size(1) != *num_classes_)) {
+      throw std::runtime_error("torchscript: expected logits (B, " + std::to_string(*num_classes_) +
+                               ") (model.num_classes), got " + c10::str(output.sizes()));
+    }
+    return output;
+  }
+
+  std::vector<NamedTensor> named_parameters() override {
+    std::vector<NamedTensor> params;
+    for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+      params.push_back(NamedTensor{p.name, p.value});
+    }
+    return params;
+  }
+
+  std::vector<NamedTensor> named_buffers() override {
+    std::vector<NamedTensor> buffers;
+    for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
+      buffers.push_back(NamedTensor{b.name, b.value});
+    }
+    return buffers;
+  }
+
+  std::vector<Unit> units() const override { return units_; }
+  void train(bool on) override { module_.train(on); }
+  void to(const at::Device& device) override { module_.to(device); }
+  Task task() const override { return task_; }
+
+ private:
+  torch::jit::Module module_;
+  Task task_;
+  std::optional<int64_t> num_classes_;
+  std::vector<Unit> units_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_torchscript(const config::Node& node, const std::string& job_dir) {
+  const ConfigFields cfg(node);
+  const std::filesystem::path written = cfg.string("path");
+  const std::string resolved =
+      (written.is_absolute() ? written : std::filesystem::path(job_dir) / written)
+          .lexically_normal()
+          .string();
+  const std::string task_name = cfg.string("task", "classification");
+  if (task_name != "classification" && task_name != "language_model") {
+    cfg.fail("task", "expected one of classification, language_model, got '" + task_name + "'");
+  }
+  const Task task = task_name == "language_model" ? Task::LanguageModel : Task::Classification;
+  std::optional<int64_t> num_classes;
+  if (cfg.has("num_classes")) num_classes = cfg.integer("num_classes");
+
+  std::string reason;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(resolved, ec)) {
+    reason = std::filesystem::exists(resolved, ec) ? "not a regular file" : "no such file";
+  } else {
+    try {
+      return std::make_unique<TorchScriptModel>(torch::jit::load(resolved), task, num_classes);
+    } catch (const c10::Error& e) {
+      reason = e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      reason = e.what();
+    }
+  }
+  cfg.fail("path", "cannot load TorchScript module '" + resolved + "': " + first_line(reason));
+}
+
+}  // namespace rh::model

@@ -1,0 +1,57 @@
+#include "model/TransformerBlock.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "model/ParamRegistry.hpp"
+
+namespace rh::model {
+
+TransformerBlock::TransformerBlock(ParamRegistry& reg, const std::string& name,
+                                   const TransformerBlockSpec& spec)
+    : spec_(spec) {
+  const int64_t dim = spec.dim;
+  const int64_t hidden =
+      std::max<int64_t>(1, std::llround(static_cast<double>(dim) * spec.mlp_ratio));
+  const WeightInit normal{WeightInit::Kind::Normal, 0.02};
+  const WeightInit proj{WeightInit::Kind::Normal, spec.proj_std};
+  norm1_ = make_layer_norm(reg, name + ".norm1", dim);
+  qkv_ = make_linear(reg, name + ".attn.qkv", {dim, 3 * dim, true, normal});
+  proj_ = make_linear(reg, name + ".attn.proj", {dim, dim, true, proj});
+  norm2_ = make_layer_norm(reg, name + ".norm2", dim);
+  fc1_ = make_linear(reg, name + ".mlp.fc1", {dim, hidden, true, normal});
+  fc2_ = make_linear(reg, name + ".mlp.fc2", {hidden, dim, true, proj});
+}
+
+at::Tensor TransformerBlock::forward(const at::Tensor& x, bool training) const {
+  at::Tensor h = x + at::dropout(proj_.forward(attention(norm1_.forward(x), training)),
+                                 spec_.dropout, training);
+  at::Tensor m = fc2_.forward(at::gelu(fc1_.forward(norm2_.forward(h))));
+  return h + at::dropout(m, spec_.dropout, training);
+}
+
+at::Tensor TransformerBlock::attention(const at::Tensor& x, bool training) const {
+  const int64_t B = x.size(0);
+  const int64_t T = x.size(1);
+  const int64_t D = spec_.dim;
+  const int64_t H = spec_.heads;
+  const int64_t d = D / H;  // per-head width
+  // (B, T, 3D) -> q, k, v each (B, H, T, d)
+  std::vector<at::Tensor> qkv =
+      qkv_.forward(x).view({B, T, 3, H, d}).permute({2, 0, 3, 1, 4}).unbind(0);
+  // (B, H, T, T)
+  at::Tensor scores =
+      at::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
+  if (spec_.causal) {
+    at::Tensor future = torch::ones({T, T}, x.options().dtype(torch::kBool)).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  }
+  at::Tensor weights = at::dropout(at::softmax(scores, -1), spec_.dropout, training);
+  // (B, H, T, d) -> (B, T, D)
+  return at::matmul(weights, qkv[2]).transpose(1, 2).reshape({B, T, D});
+}
+
+}  // namespace rh::model

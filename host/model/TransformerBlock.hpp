@@ -1,0 +1,54 @@
+// A pre-norm transformer block, shared by vit and gpt:
+//
+//   x = x + dropout(proj(attention(norm1(x))))
+//   x = x + dropout(fc2(gelu(fc1(norm2(x)))))
+//
+// Multi-head self-attention is written out (matmul, softmax), optionally
+// causal. Tensors, under the block's name: norm1.{weight,bias},
+// attn.qkv.{weight,bias}, attn.proj.{weight,bias}, norm2.{weight,bias},
+// mlp.fc1.{weight,bias}, mlp.fc2.{weight,bias}. Linear weights N(0, 0.02²)
+// (the output projections attn.proj and mlp.fc2 N(0, proj_std²)), biases 0.
+//
+// Shapes: B = batch, T = tokens, D = dim, H = heads.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+#include "model/Layers.hpp"
+
+namespace rh::model {
+
+class ParamRegistry;
+
+struct TransformerBlockSpec {
+  int64_t dim = 64;        // D, a multiple of heads
+  int64_t heads = 4;       // H
+  double mlp_ratio = 4.0;  // hidden width of the MLP = max(1, round(D * mlp_ratio))
+  double dropout = 0.0;    // on attention weights and on both residual branches
+  bool causal = false;     // token t attends to tokens <= t only
+  double proj_std = 0.02;  // init of attn.proj and mlp.fc2 weights
+};
+
+class TransformerBlock {
+ public:
+  TransformerBlock() = default;
+  TransformerBlock(ParamRegistry& reg, const std::string& name, const TransformerBlockSpec& spec);
+
+  at::Tensor forward(const at::Tensor& x, bool training) const;  // (B, T, D) -> (B, T, D)
+
+ private:
+  at::Tensor attention(const at::Tensor& x, bool training) const;
+
+  TransformerBlockSpec spec_;
+  LayerNorm norm1_;
+  Linear qkv_;
+  Linear proj_;
+  LayerNorm norm2_;
+  Linear fc1_;
+  Linear fc2_;
+};
+
+}  // namespace rh::model

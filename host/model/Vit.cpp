@@ -1,0 +1,149 @@
+// vit: a tiny Vision Transformer.
+//
+//   x (B, C, S, S), S = image_size, P = patch_size, N = (S/P)² patches
+//   -> embed: conv P×P stride P (patch projection)      (B, N, D)
+//             prepend the class token, add positions    (B, N+1, D)
+//   -> blocks.i: pre-norm transformer blocks            (B, N+1, D)
+//   -> head: LayerNorm -> linear on the class token     (B, C)
+//
+// Tensors: embed.patch.{weight,bias}, embed.cls_token (1, 1, D),
+// embed.pos_embed (1, N+1, D), blocks.i.* (see TransformerBlock.hpp),
+// head.norm.{weight,bias}, head.fc.{weight,bias}. Init N(0, 0.02²) for
+// weights and embeddings, biases 0, norms 1/0.
+//
+// Units: embed, blocks.0 .. blocks.{depth-1}, head.
+#include <torch/torch.h>
+
+#include <stdexcept>
+
+#include "model/BuiltinModel.hpp"
+#include "model/ConfigFields.hpp"
+#include "model/Layers.hpp"
+#include "model/ModelBuilders.hpp"
+#include "model/TransformerBlock.hpp"
+
+namespace rh::model {
+namespace {
+
+constexpr double kInitStd = 0.02;
+
+struct VitConfig {
+  int64_t image_size = 32;  // S
+  int64_t patch_size = 4;   // P, divides S
+  int64_t in_channels = 3;
+  int64_t dim = 64;  // D, a multiple of heads
+  int64_t depth = 4;
+  int64_t heads = 4;
+  double mlp_ratio = 2.0;
+  int64_t num_classes = 0;
+  double dropout = 0.0;
+};
+
+VitConfig read_vit_config(const config::Node& node) {
+  const ConfigFields cfg(node);
+  VitConfig c;
+  c.image_size = cfg.integer("image_size", c.image_size);
+  c.patch_size = cfg.integer("patch_size", c.patch_size);
+  c.in_channels = cfg.integer("in_channels", c.in_channels);
+  c.dim = cfg.integer("dim", c.dim);
+  c.depth = cfg.integer("depth", c.depth);
+  c.heads = cfg.integer("heads", c.heads);
+  c.mlp_ratio = cfg.number("mlp_ratio", c.mlp_ratio);
+  c.num_classes = cfg.integer("num_classes");
+  c.dropout = cfg.number("dropout", c.dropout);
+  if (c.image_size % c.patch_size != 0) {
+    cfg.fail("patch_size", "image_size " + std::to_string(c.image_size) +
+                               " is not a multiple of patch_size " + std::to_string(c.patch_size));
+  }
+  if (c.dim % c.heads != 0) {
+    cfg.fail("heads", "dim " + std::to_string(c.dim) + " is not a multiple of heads " +
+                          std::to_string(c.heads));
+  }
+  return c;
+}
+
+class Vit final : public BuiltinModel {
+ public:
+  Vit(const VitConfig& c, uint64_t seed) : BuiltinModel(seed), config_(c) {
+    const int64_t grid = c.image_size / c.patch_size;
+    registry().begin_unit("embed");
+    Conv2dSpec patch;
+    patch.in = c.in_channels;
+    patch.out = c.dim;
+    patch.kernel = c.patch_size;
+    patch.stride = c.patch_size;
+    patch.padding = 0;
+    patch.bias = true;
+    patch.init = {WeightInit::Kind::Normal, kInitStd};
+    patch_ = make_conv2d(registry(), "embed.patch", patch);
+    cls_token_ =
+        registry().add_parameter("embed.cls_token", registry().normal({1, 1, c.dim}, kInitStd));
+    pos_embed_ = registry().add_parameter("embed.pos_embed",
+                                          registry().normal({1, grid * grid + 1, c.dim}, kInitStd));
+
+    TransformerBlockSpec block;
+    block.dim = c.dim;
+    block.heads = c.heads;
+    block.mlp_ratio = c.mlp_ratio;
+    block.dropout = c.dropout;
+    block.causal = false;
+    block.proj_std = kInitStd;
+    for (int64_t i = 0; i < c.depth; ++i) {
+      const std::string name = "blocks." + std::to_string(i);
+      registry().begin_unit(name);
+      blocks_.emplace_back(registry(), name, block);
+    }
+
+    registry().begin_unit("head");
+    head_norm_ = make_layer_norm(registry(), "head.norm", c.dim);
+    head_ = make_linear(registry(), "head.fc",
+                        {c.dim, c.num_classes, true, {WeightInit::Kind::Normal, kInitStd}});
+  }
+
+  at::Tensor forward(const at::Tensor& input) override {
+    const VitConfig& c = config_;
+    if (input.dim() != 4 || input.size(1) != c.in_channels || input.size(2) != c.image_size ||
+        input.size(3) != c.image_size) {
+      throw std::invalid_argument("vit: expected input (B, " + std::to_string(c.in_channels) +
+                                  ", " + std::to_string(c.image_size) + ", " +
+                                  std::to_string(c.image_size) + "), got " +
+                                  c10::str(input.sizes()) + " (model.image_size)");
+    }
+    const bool train = training();
+    const int64_t B = input.size(0);
+    int unit = 0;
+    enter_unit(unit);
+    at::Tensor x = patch_.forward(input).flatten(2).transpose(1, 2);     // (B, N, D)
+    x = at::cat({cls_token_.expand({B, 1, c.dim}), x}, 1) + pos_embed_;  // (B, N+1, D)
+    x = at::dropout(x, c.dropout, train);
+    exit_unit(unit++);
+    for (const TransformerBlock& block : blocks_) {
+      enter_unit(unit);
+      x = block.forward(x, train);
+      exit_unit(unit++);
+    }
+    enter_unit(unit);
+    x = head_.forward(head_norm_.forward(x.select(1, 0)));  // (B, C)
+    exit_unit(unit);
+    return x;
+  }
+
+  Task task() const override { return Task::Classification; }
+
+ private:
+  VitConfig config_;
+  Conv2d patch_;
+  at::Tensor cls_token_;
+  at::Tensor pos_embed_;
+  std::vector<TransformerBlock> blocks_;
+  LayerNorm head_norm_;
+  Linear head_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_vit(const config::Node& cfg, uint64_t seed) {
+  return std::make_unique<Vit>(read_vit_config(cfg), seed);
+}
+
+}  // namespace rh::model

@@ -1,0 +1,212 @@
+#include "optim/OptimSchema.hpp"
+
+#include <charconv>
+#include <string>
+
+namespace rh::optim {
+namespace {
+
+using config::ConfigError;
+using config::Node;
+using config::Schema;
+
+// The keys every scheduler type takes (MMEngine's _ParamScheduler).
+std::vector<config::schema::Field> with_common_keys(std::vector<config::schema::Field> fields) {
+  using namespace config::schema;
+  fields.insert(fields.end(), {
+                                  {"by_epoch", boolean(), false, "step per epoch (default true)"},
+                                  {"begin", integer(0), false, "first step it acts on (default 0)"},
+                                  {"end", integer(1), false, "step it stops at (default: never)"},
+                                  {"convert_to_iter_based", boolean(), false,
+                                   "convert epochs to iterations (default false)"},
+                              });
+  return fields;
+}
+
+Schema scheduler_schema() {
+  using namespace config::schema;
+  return typed_union(
+      "type",
+      {
+          {"LinearLR",
+           map(with_common_keys({{"start_factor", number(0, 1)}, {"end_factor", number(0, 1)}}))},
+          {"ConstantLR", map(with_common_keys({{"factor", number(0, 1)}}))},
+          {"StepLR",
+           map(with_common_keys({{"step_size", integer(1), true}, {"gamma", number(0)}}))},
+          {"MultiStepLR",
+           map(with_common_keys({{"milestones", list(integer(0)), true}, {"gamma", number(0)}}))},
+          {"ExponentialLR", map(with_common_keys({{"gamma", number(0), true}}))},
+          {"CosineAnnealingLR",
+           map(with_common_keys(
+               {{"T_max", integer(1)}, {"eta_min", number(0)}, {"eta_min_ratio", number(0)}}))},
+          {"PolyLR", map(with_common_keys({{"eta_min", number(0)}, {"power", number(0)}}))},
+      },
+      "param_scheduler");
+}
+
+Schema custom_key_schema() {
+  using namespace config::schema;
+  return map({{"lr_mult", number(0), false, "lr = optimizer.lr * lr_mult (default 1)"},
+              {"decay_mult", number(0), false,
+               "weight_decay = optimizer.weight_decay * decay_mult (default 1)"}});
+}
+
+std::string format_number(double value) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+void add_error(std::vector<ConfigError>& errors, const Node& at, const std::string& message) {
+  errors.emplace_back(at.location(), at.path(), message);
+}
+
+double number_or(const Node& map, const std::string& key, double fallback) {
+  const Node* value = map.find(key);
+  return value != nullptr ? value->as_double() : fallback;
+}
+
+void check_optimizer(const Node& optimizer, std::vector<ConfigError>& errors) {
+  if (const Node* betas = optimizer.find("betas")) {
+    if (betas->seq_items().size() != 2) {
+      add_error(
+          errors, *betas,
+          "expected two numbers [beta1, beta2], got " + std::to_string(betas->seq_items().size()));
+    }
+    for (const auto& beta : betas->seq_items()) {
+      if (beta->as_double() >= 1) add_error(errors, *beta, "must be < 1, got " + beta->scalar());
+    }
+  }
+  if (const Node* nesterov = optimizer.find("nesterov");
+      nesterov != nullptr && nesterov->as_bool()) {
+    const double momentum = number_or(optimizer, "momentum", 0);
+    const double dampening = number_or(optimizer, "dampening", 0);
+    if (momentum <= 0 || dampening != 0) {
+      add_error(errors, *nesterov,
+                "nesterov needs momentum > 0 and dampening 0, got momentum " +
+                    format_number(momentum) + " and dampening " + format_number(dampening));
+    }
+  }
+}
+
+void check_paramwise(const Node& paramwise, bool has_weight_decay,
+                     std::vector<ConfigError>& errors) {
+  const std::string needs_wd =
+      "needs optimizer.weight_decay to be written out (the multiplier scales it; MMEngine "
+      "requires it too)";
+  if (!has_weight_decay) {
+    for (const char* key : {"bias_decay_mult", "norm_decay_mult", "flat_decay_mult"}) {
+      if (const Node* value = paramwise.find(key)) add_error(errors, *value, needs_wd);
+    }
+  }
+  const Node* custom_keys = paramwise.find("custom_keys");
+  if (custom_keys == nullptr) return;
+  const Schema schema = custom_key_schema();
+  for (const auto& [key, value] : custom_keys->map_items()) {
+    const std::vector<ConfigError> found = config::validate(*value, schema);
+    errors.insert(errors.end(), found.begin(), found.end());
+    if (found.empty() && !has_weight_decay) {
+      if (const Node* decay = value->find("decay_mult")) add_error(errors, *decay, needs_wd);
+    }
+  }
+}
+
+void check_scheduler(const Node& scheduler, std::vector<ConfigError>& errors) {
+  const std::string type = scheduler.find("type")->scalar();
+  const Node* begin = scheduler.find("begin");
+  const Node* end = scheduler.find("end");
+  const int64_t begin_value = begin != nullptr ? begin->as_int() : 0;
+  if (end != nullptr && end->as_int() <= begin_value) {
+    add_error(errors, *end,
+              "must be > begin (" + std::to_string(begin_value) + "), got " + end->scalar());
+  }
+  const Node* convert = scheduler.find("convert_to_iter_based");
+  const Node* by_epoch = scheduler.find("by_epoch");
+  if (convert != nullptr && convert->as_bool() && by_epoch != nullptr && !by_epoch->as_bool()) {
+    add_error(errors, *convert,
+              "needs by_epoch: true (it converts an epoch-based schedule to iterations)");
+  }
+  if (type == "CosineAnnealingLR") {
+    const Node* ratio = scheduler.find("eta_min_ratio");
+    if (ratio != nullptr && scheduler.find("eta_min") != nullptr) {
+      add_error(errors, *ratio, "give eta_min or eta_min_ratio, not both");
+    }
+  }
+}
+
+}  // namespace
+
+Schema optim_wrapper_schema() {
+  using namespace config::schema;
+  const Field weight_decay{"weight_decay", number(0), false, "L2 penalty (SGD, Adam)"};
+  const Field adam_betas{"betas", list(number(0)), false, "[beta1, beta2] (default [0.9, 0.999])"};
+  const Field adam_eps{"eps", number(0), false, "default 1e-8"};
+  const Field amsgrad{"amsgrad", boolean(), false, "default false"};
+  const Schema optimizer = typed_union(
+      "type",
+      {
+          {"SGD", map({{"lr", number(0), true},
+                       {"momentum", number(0), false, "default 0"},
+                       {"dampening", number(), false, "default 0"},
+                       weight_decay,
+                       {"nesterov", boolean(), false, "default false"}})},
+          {"Adam", map({{"lr", number(0), false, "default 0.001"},
+                        adam_betas,
+                        adam_eps,
+                        weight_decay,
+                        amsgrad})},
+          {"AdamW", map({{"lr", number(0), false, "default 0.001"},
+                         adam_betas,
+                         adam_eps,
+                         {"weight_decay", number(0), false, "decoupled decay (default 0.01)"},
+                         amsgrad})},
+      },
+      "optimizer");
+  const Schema paramwise = map({
+      {"bias_lr_mult", number(0), false, "lr multiplier of `.bias` parameters (not norm ones)"},
+      {"bias_decay_mult", number(0), false, "weight decay multiplier of `.bias` parameters"},
+      {"norm_decay_mult", number(0), false, "weight decay multiplier of norm layers' parameters"},
+      {"flat_decay_mult", number(0), false, "weight decay multiplier of other 1-D parameters"},
+      {"custom_keys", open_map({}), false,
+       "{name substring: {lr_mult, decay_mult}}, the longest matching key wins"},
+  });
+  return map({
+      {"type", enumeration({"OptimWrapper"}), false, "MMEngine's wrapper type (the only one)"},
+      {"optimizer", optimizer, true},
+      {"paramwise_cfg", nullable(paramwise)},
+      {"clip_grad", nullable(map({{"max_norm", number_above(0), true},
+                                  {"norm_type", number_above(0), false, "default 2; .inf"}}))},
+      {"accumulative_counts", integer(1), false,
+       "iterations per optimizer step (the loss is divided by it)"},
+  });
+}
+
+Schema param_scheduler_schema() {
+  using namespace config::schema;
+  const Schema scheduler = scheduler_schema();
+  return one_of({scheduler, list(scheduler)}, "a scheduler map or a list of them");
+}
+
+std::vector<ConfigError> check_optim_wrapper(const Node& optim_wrapper) {
+  std::vector<ConfigError> errors;
+  const Node* optimizer = optim_wrapper.find("optimizer");
+  if (optimizer == nullptr) return errors;
+  check_optimizer(*optimizer, errors);
+  const Node* paramwise = optim_wrapper.find("paramwise_cfg");
+  if (paramwise != nullptr && paramwise->is_map()) {
+    check_paramwise(*paramwise, optimizer->find("weight_decay") != nullptr, errors);
+  }
+  return errors;
+}
+
+std::vector<ConfigError> check_param_scheduler(const Node& param_scheduler) {
+  std::vector<ConfigError> errors;
+  if (param_scheduler.is_map()) {
+    check_scheduler(param_scheduler, errors);
+  } else {
+    for (const auto& item : param_scheduler.seq_items()) check_scheduler(*item, errors);
+  }
+  return errors;
+}
+
+}  // namespace rh::optim

@@ -1,0 +1,470 @@
+#include "optim/OptimWrapper.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "config/ConfigNode.hpp"
+#include "optim/OptimSchema.hpp"
+#include "rh/cpp/torch_compat.hpp"
+
+namespace rh::optim {
+namespace {
+
+using config::Node;
+
+void throw_first(const std::vector<config::ConfigError>& errors) {
+  if (!errors.empty()) throw errors.front();
+}
+
+double number_or(const Node* map, const std::string& key, double fallback) {
+  const Node* value = map != nullptr ? map->find(key) : nullptr;
+  return value != nullptr ? value->as_double() : fallback;
+}
+
+std::optional<double> optional_number(const Node* map, const std::string& key) {
+  const Node* value = map != nullptr ? map->find(key) : nullptr;
+  if (value == nullptr) return std::nullopt;
+  return value->as_double();
+}
+
+// --- paramwise_cfg ----------------------------------------------------------
+
+struct CustomKey {
+  std::string key;
+  double lr_mult = 1;
+  double decay_mult = 1;
+};
+
+struct Paramwise {
+  std::optional<double> bias_lr_mult, bias_decay_mult, norm_decay_mult, flat_decay_mult;
+  std::vector<CustomKey> custom_keys;  // longest first, then alphabetical (MMEngine's order)
+};
+
+Paramwise read_paramwise(const Node* cfg) {
+  Paramwise pw;
+  if (cfg == nullptr || !cfg->is_map()) return pw;
+  pw.bias_lr_mult = optional_number(cfg, "bias_lr_mult");
+  pw.bias_decay_mult = optional_number(cfg, "bias_decay_mult");
+  pw.norm_decay_mult = optional_number(cfg, "norm_decay_mult");
+  pw.flat_decay_mult = optional_number(cfg, "flat_decay_mult");
+  if (const Node* keys = cfg->find("custom_keys")) {
+    for (const auto& [key, value] : keys->map_items()) {
+      pw.custom_keys.push_back(
+          {key, number_or(value.get(), "lr_mult", 1), number_or(value.get(), "decay_mult", 1)});
+    }
+  }
+  std::sort(pw.custom_keys.begin(), pw.custom_keys.end(),
+            [](const CustomKey& a, const CustomKey& b) { return a.key < b.key; });
+  std::stable_sort(
+      pw.custom_keys.begin(), pw.custom_keys.end(),
+      [](const CustomKey& a, const CustomKey& b) { return a.key.size() > b.key.size(); });
+  return pw;
+}
+
+bool is_bias(const std::string& name) {
+  static const std::string kSuffix = ".bias";
+  return name == "bias" ||
+         (name.size() > kSuffix.size() &&
+          name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0);
+}
+
+struct GroupOptions {
+  double lr = 0;
+  double weight_decay = 0;
+  bool operator==(const GroupOptions& o) const {
+    return lr == o.lr && weight_decay == o.weight_decay;
+  }
+};
+
+// MMEngine's DefaultOptimWrapperConstructor.add_params, rule for rule:
+// a matching custom key (longest first) decides alone; otherwise bias_lr_mult
+// scales the lr of biases outside norm layers, and the first configured decay
+// rule of norm -> bias -> flat (1-D) scales the weight decay. Parameters that do
+// not require grad keep the optimizer's options.
+GroupOptions options_for(const OptimParam& p, const Paramwise& pw, const GroupOptions& base) {
+  GroupOptions options = base;
+  if (!p.param.requires_grad()) return options;
+  for (const CustomKey& custom : pw.custom_keys) {
+    if (p.name.find(custom.key) == std::string::npos) continue;
+    options.lr = base.lr * custom.lr_mult;
+    options.weight_decay = base.weight_decay * custom.decay_mult;
+    return options;
+  }
+  const bool bias = is_bias(p.name);
+  if (bias && !p.is_norm && pw.bias_lr_mult) options.lr = base.lr * *pw.bias_lr_mult;
+  if (p.is_norm && pw.norm_decay_mult) {
+    options.weight_decay = base.weight_decay * *pw.norm_decay_mult;
+  } else if (bias && pw.bias_decay_mult) {
+    options.weight_decay = base.weight_decay * *pw.bias_decay_mult;
+  } else if (p.param.dim() == 1 && pw.flat_decay_mult) {
+    options.weight_decay = base.weight_decay * *pw.flat_decay_mult;
+  }
+  return options;
+}
+
+struct Group {
+  GroupOptions options;
+  std::vector<at::Tensor> params;
+};
+
+// Parameters with identical (lr, weight_decay) share a group; groups in the
+// order their first parameter comes.
+std::vector<Group> build_groups(const std::vector<OptimParam>& params, const Paramwise& pw,
+                                const GroupOptions& base) {
+  std::vector<Group> groups;
+  for (const OptimParam& p : params) {
+    const GroupOptions options = options_for(p, pw, base);
+    auto found = std::find_if(groups.begin(), groups.end(),
+                              [&](const Group& g) { return g.options == options; });
+    if (found == groups.end()) found = groups.insert(groups.end(), Group{options, {}});
+    found->params.push_back(p.param);
+  }
+  return groups;
+}
+
+template <typename Optim, typename Options>
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Options& defaults,
+                                                        const std::vector<Group>& groups) {
+  std::vector<torch::optim::OptimizerParamGroup> param_groups;
+  for (const Group& group : groups) {
+    auto options = std::make_unique<Options>(defaults);
+    options->lr(group.options.lr);
+    options->weight_decay(group.options.weight_decay);
+    param_groups.emplace_back(group.params, std::move(options));
+  }
+  return std::make_unique<Optim>(std::move(param_groups), defaults);
+}
+
+std::tuple<double, double> read_betas(const Node& cfg) {
+  const Node* betas = cfg.find("betas");
+  if (betas == nullptr) return {0.9, 0.999};
+  return {betas->seq_items().at(0)->as_double(), betas->seq_items().at(1)->as_double()};
+}
+
+template <typename Options>
+Options adam_options(const Node& cfg, double default_weight_decay) {
+  Options options(number_or(&cfg, "lr", 1e-3));
+  options.betas(read_betas(cfg));
+  options.eps(number_or(&cfg, "eps", 1e-8));
+  options.weight_decay(number_or(&cfg, "weight_decay", default_weight_decay));
+  if (const Node* amsgrad = cfg.find("amsgrad")) options.amsgrad(amsgrad->as_bool());
+  return options;
+}
+
+// --- checkpoint state -------------------------------------------------------
+
+enum class Kind { SGD, Adam, AdamW };
+
+Kind kind_of(const torch::optim::Optimizer& optimizer) {
+  if (dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr) return Kind::SGD;
+  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr) return Kind::AdamW;
+  return Kind::Adam;
+}
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::SGD:
+      return "SGD";
+    case Kind::Adam:
+      return "Adam";
+    case Kind::AdamW:
+      return "AdamW";
+  }
+  return "?";
+}
+
+bool amsgrad_of(const torch::optim::Optimizer& optimizer, Kind kind) {
+  if (kind == Kind::Adam) {
+    return static_cast<const torch::optim::AdamOptions&>(optimizer.defaults()).amsgrad();
+  }
+  if (kind == Kind::AdamW) {
+    return static_cast<const torch::optim::AdamWOptions&>(optimizer.defaults()).amsgrad();
+  }
+  return false;
+}
+
+bool has_momentum(const torch::optim::Optimizer& optimizer) {
+  return static_cast<const torch::optim::SGDOptions&>(optimizer.defaults()).momentum() != 0;
+}
+
+// The state fields of one parameter, in export order. Adam's are always all
+// there (a parameter that never stepped exports step 0 and zeros, which is what
+// Adam starts from); SGD's momentum_buffer only once the parameter has one.
+std::vector<std::string> adam_fields(bool amsgrad) {
+  std::vector<std::string> fields = {"step", "exp_avg", "exp_avg_sq"};
+  if (amsgrad) fields.emplace_back("max_exp_avg_sq");
+  return fields;
+}
+
+at::Tensor cpu_copy(const at::Tensor& t) {
+  return t.detach().to(at::kCPU, t.scalar_type(), /*non_blocking=*/false, /*copy=*/true,
+                       at::MemoryFormat::Contiguous);
+}
+
+template <typename State>
+void export_adam(const torch::optim::Optimizer& optimizer, const OptimParam& p, bool amsgrad,
+                 std::vector<model::NamedTensor>& out) {
+  const auto& state = optimizer.state();
+  const auto found = state.find(compat::optimizer_state_key(state, p.param));
+  const State* s = found != state.end() ? static_cast<const State*>(found->second.get()) : nullptr;
+  const auto zeros = [&] { return at::zeros(p.param.sizes(), p.param.options().device(at::kCPU)); };
+  out.push_back({p.name + ".step", at::scalar_tensor(s ? s->step() : 0, at::kLong)});
+  out.push_back({p.name + ".exp_avg", s ? cpu_copy(s->exp_avg()) : zeros()});
+  out.push_back({p.name + ".exp_avg_sq", s ? cpu_copy(s->exp_avg_sq()) : zeros()});
+  if (amsgrad) {
+    out.push_back({p.name + ".max_exp_avg_sq", s ? cpu_copy(s->max_exp_avg_sq()) : zeros()});
+  }
+}
+
+// A copy of `src` laid out like `param` (its device, dtype and memory format).
+at::Tensor like_param(const at::Tensor& param, const at::Tensor& src) {
+  at::NoGradGuard no_grad;
+  return at::empty_like(param, at::MemoryFormat::Preserve).copy_(src);
+}
+
+template <typename State>
+std::unique_ptr<torch::optim::OptimizerParamState> import_adam(
+    const OptimParam& p, bool amsgrad, const std::map<std::string, at::Tensor>& given) {
+  auto state = std::make_unique<State>();
+  state->step(given.at(p.name + ".step").item<int64_t>());
+  state->exp_avg(like_param(p.param, given.at(p.name + ".exp_avg")));
+  state->exp_avg_sq(like_param(p.param, given.at(p.name + ".exp_avg_sq")));
+  if (amsgrad) state->max_exp_avg_sq(like_param(p.param, given.at(p.name + ".max_exp_avg_sq")));
+  return state;
+}
+
+std::string shape_text(at::IntArrayRef sizes) {
+  std::ostringstream text;
+  text << '[';
+  for (size_t i = 0; i < sizes.size(); ++i) text << (i > 0 ? ", " : "") << sizes[i];
+  text << ']';
+  return text.str();
+}
+
+std::string name_list(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) text += (i > 0 ? ", " : "") + names[i];
+  if (names.size() > kShown) text += ", ... (" + std::to_string(names.size() - kShown) + " more)";
+  return text;
+}
+
+std::string entries(size_t n) { return std::to_string(n) + (n == 1 ? " entry" : " entries"); }
+
+}  // namespace
+
+OptimWrapper::OptimWrapper(const config::Node& cfg, std::vector<OptimParam> params)
+    : params_(std::move(params)) {
+  throw_first(config::validate(cfg, optim_wrapper_schema()));
+  throw_first(check_optim_wrapper(cfg));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (params_[i].name == params_[j].name || params_[i].param.is_same(params_[j].param)) {
+        throw std::invalid_argument("OptimWrapper: parameter '" + params_[i].name +
+                                    "' is given twice (as '" + params_[j].name + "' before)");
+      }
+    }
+  }
+
+  const Node& opt = *cfg.find("optimizer");
+  const std::string type = opt.find("type")->scalar();
+  const Paramwise paramwise = read_paramwise(cfg.find("paramwise_cfg"));
+  if (type == "SGD") {
+    torch::optim::SGDOptions defaults(opt.find("lr")->as_double());
+    defaults.momentum(number_or(&opt, "momentum", 0));
+    defaults.dampening(number_or(&opt, "dampening", 0));
+    defaults.weight_decay(number_or(&opt, "weight_decay", 0));
+    if (const Node* nesterov = opt.find("nesterov")) defaults.nesterov(nesterov->as_bool());
+    const auto groups = build_groups(params_, paramwise, {defaults.lr(), defaults.weight_decay()});
+    optimizer_ = make_optimizer<torch::optim::SGD>(defaults, groups);
+  } else if (type == "Adam") {
+    const auto defaults = adam_options<torch::optim::AdamOptions>(opt, 0.0);
+    const auto groups = build_groups(params_, paramwise, {defaults.lr(), defaults.weight_decay()});
+    optimizer_ = make_optimizer<torch::optim::Adam>(defaults, groups);
+  } else {  // AdamW (the schema admits no other type)
+    const auto defaults = adam_options<torch::optim::AdamWOptions>(opt, 0.01);
+    const auto groups = build_groups(params_, paramwise, {defaults.lr(), defaults.weight_decay()});
+    optimizer_ = make_optimizer<torch::optim::AdamW>(defaults, groups);
+  }
+  base_lrs_ = lrs();
+
+  if (const Node* counts = cfg.find("accumulative_counts")) {
+    accumulative_counts_ = static_cast<int>(counts->as_int());
+  }
+  if (const Node* clip = cfg.find("clip_grad"); clip != nullptr && clip->is_map()) {
+    clip_max_norm_ = clip->find("max_norm")->as_double();
+    clip_norm_type_ = number_or(clip, "norm_type", 2.0);
+  }
+}
+
+OptimWrapper::~OptimWrapper() = default;
+
+void OptimWrapper::scale_lr(double factor) {
+  for (auto& group : optimizer_->param_groups()) {
+    group.options().set_lr(group.options().get_lr() * factor);
+  }
+  for (double& lr : base_lrs_) lr *= factor;
+}
+
+std::vector<double> OptimWrapper::lrs() const {
+  std::vector<double> values;
+  for (const auto& group : optimizer_->param_groups()) values.push_back(group.options().get_lr());
+  return values;
+}
+
+std::vector<double> OptimWrapper::base_lrs() const { return base_lrs_; }
+
+void OptimWrapper::set_lrs(const std::vector<double>& lrs) {
+  auto& groups = optimizer_->param_groups();
+  if (lrs.size() != groups.size()) {
+    throw std::invalid_argument("OptimWrapper::set_lrs: " + std::to_string(lrs.size()) +
+                                " lrs for " + std::to_string(groups.size()) + " param groups");
+  }
+  for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(lrs[i]);
+}
+
+double OptimWrapper::step() {
+  double norm = -1;
+  if (clip_max_norm_ > 0) {
+    std::vector<at::Tensor> with_grad;
+    for (const OptimParam& p : params_) {
+      if (p.param.grad().defined()) with_grad.push_back(p.param);
+    }
+    norm = torch::nn::utils::clip_grad_norm_(with_grad, clip_max_norm_, clip_norm_type_);
+  }
+  optimizer_->step();
+  return norm;
+}
+
+void OptimWrapper::zero_grad() {
+  // set_to_none, as PyTorch >= 2.0 and MMEngine do, on every LibTorch version
+  // (1.13's Optimizer::zero_grad() zeroes in place instead, which makes Adam
+  // move parameters that got no gradient).
+  for (const OptimParam& p : params_) {
+    if (p.param.grad().defined()) p.param.mutable_grad() = at::Tensor();
+  }
+}
+
+std::vector<model::NamedTensor> OptimWrapper::state_tensors() const {
+  std::vector<model::NamedTensor> out;
+  const Kind kind = kind_of(*optimizer_);
+  const bool amsgrad = amsgrad_of(*optimizer_, kind);
+  for (const OptimParam& p : params_) {
+    switch (kind) {
+      case Kind::Adam:
+        export_adam<torch::optim::AdamParamState>(*optimizer_, p, amsgrad, out);
+        break;
+      case Kind::AdamW:
+        export_adam<torch::optim::AdamWParamState>(*optimizer_, p, amsgrad, out);
+        break;
+      case Kind::SGD: {
+        const auto& state = optimizer_->state();
+        const auto found = state.find(compat::optimizer_state_key(state, p.param));
+        if (found == state.end()) break;
+        const auto& s = static_cast<const torch::optim::SGDParamState&>(*found->second);
+        if (s.momentum_buffer().defined()) {
+          out.push_back({p.name + ".momentum_buffer", cpu_copy(s.momentum_buffer())});
+        }
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& tensors) {
+  const Kind kind = kind_of(*optimizer_);
+  const bool amsgrad = amsgrad_of(*optimizer_, kind);
+  const std::string what =
+      std::string("optimizer state (") + kind_name(kind) + (amsgrad ? ", amsgrad" : "") + ")";
+
+  std::map<std::string, at::Tensor> given;
+  for (const auto& t : tensors) {
+    if (!given.emplace(t.name, t.tensor).second) {
+      throw std::invalid_argument(what + ": entry '" + t.name + "' appears twice");
+    }
+  }
+
+  // What each entry should be: its parameter, and whether it must be there.
+  struct Expected {
+    const OptimParam* param;
+    bool is_step;
+    bool required;
+  };
+  std::map<std::string, Expected> expected;
+  for (const OptimParam& p : params_) {
+    if (kind == Kind::SGD) {
+      if (has_momentum(*optimizer_)) expected[p.name + ".momentum_buffer"] = {&p, false, false};
+    } else {
+      for (const std::string& field : adam_fields(amsgrad)) {
+        expected[p.name + "." + field] = {&p, field == "step", true};
+      }
+    }
+  }
+
+  std::vector<std::string> missing, extra, mismatched;
+  for (const auto& [name, e] : expected) {
+    if (e.required && given.count(name) == 0) missing.push_back(name);
+  }
+  for (const auto& [name, tensor] : given) {
+    const auto found = expected.find(name);
+    if (found == expected.end()) {
+      extra.push_back(name);
+      continue;
+    }
+    const at::Tensor& param = found->second.param->param;
+    const at::IntArrayRef want_shape = found->second.is_step ? at::IntArrayRef{} : param.sizes();
+    if (tensor.sizes() != want_shape) {
+      mismatched.push_back("'" + name + "' has shape " + shape_text(tensor.sizes()) +
+                           ", expected " + shape_text(want_shape));
+    } else if (found->second.is_step && !at::isIntegralType(tensor.scalar_type(), false)) {
+      mismatched.push_back("'" + name + "' has dtype " +
+                           std::string(at::toString(tensor.scalar_type())) +
+                           ", expected an integer step count");
+    } else if (!found->second.is_step && tensor.scalar_type() != param.scalar_type()) {
+      mismatched.push_back("'" + name + "' has dtype " +
+                           std::string(at::toString(tensor.scalar_type())) + ", expected " +
+                           at::toString(param.scalar_type()) + " (the parameter's)");
+    }
+  }
+  if (!missing.empty() || !extra.empty() || !mismatched.empty()) {
+    std::string message = what + " does not fit the parameters:";
+    if (!missing.empty())
+      message += " missing " + entries(missing.size()) + ": " + name_list(missing) + ";";
+    if (!extra.empty())
+      message += " unexpected " + entries(extra.size()) + ": " + name_list(extra) + ";";
+    for (const auto& m : mismatched) message += " " + m + ";";
+    message.back() = '.';
+    message += " Was the checkpoint saved with another optimizer type, amsgrad setting or model?";
+    throw std::invalid_argument(message);
+  }
+
+  auto& state = optimizer_->state();
+  for (const OptimParam& p : params_) {
+    const auto key = compat::optimizer_state_key(state, p.param);
+    state.erase(key);
+    switch (kind) {
+      case Kind::Adam:
+        state[key] = import_adam<torch::optim::AdamParamState>(p, amsgrad, given);
+        break;
+      case Kind::AdamW:
+        state[key] = import_adam<torch::optim::AdamWParamState>(p, amsgrad, given);
+        break;
+      case Kind::SGD: {
+        const auto found = given.find(p.name + ".momentum_buffer");
+        if (found == given.end()) break;
+        auto s = std::make_unique<torch::optim::SGDParamState>();
+        s->momentum_buffer(like_param(p.param, found->second));
+        state[key] = std::move(s);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace rh::optim

@@ -1,0 +1,130 @@
+#include "PosixFile.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "rh/cpp/error.hpp"
+
+namespace rh::ckpt {
+namespace {
+
+[[noreturn]] void io_error(const std::string& path, const std::string& what, int err) {
+  throw Exception(err == ENOENT ? RH_ERROR_NOT_FOUND : RH_ERROR_IO,
+                  path + ": " + what + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+PosixFile PosixFile::open_read(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) io_error(path, "cannot open", errno);
+  return PosixFile(fd, path);
+}
+
+PosixFile PosixFile::create(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_error(path, "cannot create", errno);
+  return PosixFile(fd, path);
+}
+
+PosixFile::PosixFile(PosixFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+
+PosixFile& PosixFile::operator=(PosixFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+PosixFile::~PosixFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+uint64_t PosixFile::size() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) io_error(path_, "cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) throw Exception(RH_ERROR_IO, path_ + ": not a regular file");
+  return static_cast<uint64_t>(st.st_size);
+}
+
+void PosixFile::read_at(uint64_t offset, void* data, size_t size) const {
+  auto* p = static_cast<unsigned char*>(data);
+  while (size > 0) {
+    ssize_t n = ::pread(fd_, p, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_error(path_, "read failed at byte " + std::to_string(offset), errno);
+    }
+    if (n == 0) {
+      throw Exception(RH_ERROR_DATA_LOSS, path_ + ": file ended at byte " + std::to_string(offset) +
+                                              " (it changed while being read)");
+    }
+    p += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void PosixFile::write_all(const void* data, size_t size) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd_, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_error(path_, "write failed", errno);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void PosixFile::sync() {
+  if (::fsync(fd_) != 0) io_error(path_, "fsync failed", errno);
+}
+
+void PosixFile::close() {
+  const int fd = std::exchange(fd_, -1);
+  if (fd >= 0 && ::close(fd) != 0) io_error(path_, "close failed", errno);
+}
+
+BufferedWriter::BufferedWriter(PosixFile& file, size_t capacity) : file_(file), buffer_(capacity) {}
+
+void BufferedWriter::write(const void* data, size_t size) {
+  if (used_ + size > buffer_.size()) flush();
+  if (size >= buffer_.size()) {
+    file_.write_all(data, size);
+    return;
+  }
+  if (size > 0) std::memcpy(buffer_.data() + used_, data, size);
+  used_ += size;
+}
+
+void BufferedWriter::flush() {
+  file_.write_all(buffer_.data(), used_);
+  used_ = 0;
+}
+
+void rename_file(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    io_error(to, "cannot rename " + from + " to it", errno);
+}
+
+void sync_directory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) io_error(dir, "cannot open the directory to fsync it", errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) io_error(dir, "fsync of the directory failed", err);
+}
+
+}  // namespace rh::ckpt

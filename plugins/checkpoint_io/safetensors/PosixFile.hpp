@@ -1,0 +1,60 @@
+// Files through POSIX calls, with the error handling checkpoints need: every
+// failure is an rh::Exception naming the path, the operation and errno's
+// text; short reads and writes are retried; fsync is explicit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rh::ckpt {
+
+class PosixFile {
+ public:
+  // RH_ERROR_NOT_FOUND when the file does not exist, else RH_ERROR_IO.
+  static PosixFile open_read(const std::string& path);
+  // Creates or truncates `path` for writing (mode 0644).
+  static PosixFile create(const std::string& path);
+
+  PosixFile(PosixFile&& other) noexcept;
+  PosixFile& operator=(PosixFile&& other) noexcept;
+  PosixFile(const PosixFile&) = delete;
+  PosixFile& operator=(const PosixFile&) = delete;
+  ~PosixFile();  // closes without reporting errors; call close() to see them
+
+  const std::string& path() const { return path_; }
+  uint64_t size() const;
+  // Reads exactly `size` bytes at `offset`; a file that ends early is
+  // RH_ERROR_DATA_LOSS ("changed while being read").
+  void read_at(uint64_t offset, void* data, size_t size) const;
+  void write_all(const void* data, size_t size);
+  void sync();
+  void close();
+
+ private:
+  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_ = -1;
+  std::string path_;
+};
+
+// Collects small writes into one buffer; large ones go straight through.
+class BufferedWriter {
+ public:
+  explicit BufferedWriter(PosixFile& file, size_t capacity = size_t{1} << 20);
+  void write(const void* data, size_t size);
+  void flush();
+
+ private:
+  PosixFile& file_;
+  std::vector<unsigned char> buffer_;
+  size_t used_ = 0;
+};
+
+// rename(2): replaces `to` atomically.
+void rename_file(const std::string& from, const std::string& to);
+// Makes a rename inside `dir` durable.
+void sync_directory(const std::string& dir);
+
+}  // namespace rh::ckpt

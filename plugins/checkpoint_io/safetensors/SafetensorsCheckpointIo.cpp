@@ -1,0 +1,421 @@
+// Checkpoint IO `safetensors`, the default backend: each state dict becomes
+// one file `<dir>/<stem>.safetensors` in the safetensors format, readable by
+// Python's safetensors (`safetensors.torch.load_file`) and HF tools.
+//
+// Config:
+//   checkpoint_io:
+//     type: safetensors
+//     checksum: true   # write a CRC-32 per tensor into __metadata__
+//
+// State dict -> file (layout: SafetensorsHeader.hpp):
+//   tensor "w"  -> tensor "w", same dtype and shape, C order (strided inputs
+//                  are gathered); dtypes F64 F32 F16 BF16 I64 I32 I16 I8 U64
+//                  U32 U16 U8 BOOL (DLPack code 6, kDLBool)
+//   bytes "k"   -> U8 1-D tensor "__bytes__.k"; Load turns it back into bytes
+//                  (so blobs of any size are checksummed like tensors)
+//   __metadata__: "format": "pt", "checksum": "crc32", "crc32:<tensor>": "<hex>"
+// Tensors are written largest element size first, then by name, so every
+// tensor is aligned to its element size in the file (8 + N is a multiple of 8).
+//
+// Save writes `<stem>.safetensors.tmp`, fsyncs it, renames it over
+// `<stem>.safetensors` and fsyncs the directory: a reader sees the old file
+// or the new one, never a torn one; on failure the temporary is removed and
+// an existing file is left as it was.
+//
+// Load and Verify check the whole file before trusting it: the header length,
+// strict JSON, dtypes and shapes against data_offsets, that the tensors tile
+// the data section, that the file size is exactly what the header describes
+// (truncation), and every checksum the file carries (files written by other
+// tools have none and load with the structural checks only). Each problem is
+// an RH_ERROR_DATA_LOSS error that names the file and, where it applies, the
+// tensor.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "Crc32.hpp"
+#include "Json.hpp"
+#include "PosixFile.hpp"
+#include "SafetensorsHeader.hpp"
+#include "rh/cpp/plugin.hpp"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors data is little endian and this plugin writes host memory as it is");
+
+namespace {
+
+using rh::ckpt::Dtype;
+using rh::ckpt::Header;
+using rh::ckpt::PosixFile;
+using rh::ckpt::TensorEntry;
+
+constexpr std::string_view kBytesPrefix = "__bytes__.";
+constexpr size_t kVerifyChunk = size_t{8} << 20;
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// "'name'" for messages, with control characters escaped.
+std::string quoted(std::string_view name) {
+  std::string json;
+  rh::json::append_string(json, name);
+  return "'" + json.substr(1, json.size() - 2) + "'";
+}
+
+std::string hex8(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+// The file of a stem, after checking the stem cannot leave the directory.
+struct FilePaths {
+  std::string dir;
+  std::string file;  // <dir>/<stem>.safetensors
+  std::string tmp;   // <file>.tmp
+};
+
+FilePaths file_paths(const rh_CheckpointFileArgs& args) {
+  const std::string dir = rh::to_string(args.dir);
+  const std::string stem = rh::to_string(args.stem);
+  if (dir.empty()) throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "safetensors: empty directory");
+  if (stem.empty() || stem == "." || stem == ".." || stem.find('/') != std::string::npos ||
+      stem.find('\0') != std::string::npos) {
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                        "safetensors: stem " + quoted(stem) +
+                            " is not a plain file name (it must not contain '/')");
+  }
+  FilePaths p;
+  p.dir = dir;
+  p.file = dir + (dir.back() == '/' ? "" : "/") + stem + ".safetensors";
+  p.tmp = p.file + ".tmp";
+  return p;
+}
+
+// ---- Save ------------------------------------------------------------------
+
+// One tensor to write: its entry and its bytes in C order (borrowed from the
+// state dict, or gathered from a strided view).
+struct Source {
+  TensorEntry entry;
+  const unsigned char* data = nullptr;
+  std::vector<unsigned char> gathered;
+};
+
+bool is_c_contiguous(const DLTensor& t) {
+  if (t.strides == nullptr) return true;
+  int64_t expected = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+void gather(const unsigned char* src, const int64_t* shape, const int64_t* strides, int ndim,
+            size_t elem, unsigned char*& dst) {
+  if (ndim == 0) {
+    std::memcpy(dst, src, elem);
+    dst += elem;
+    return;
+  }
+  const int64_t step = strides[0] * static_cast<int64_t>(elem);
+  for (int64_t i = 0; i < shape[0]; ++i)
+    gather(src + i * step, shape + 1, strides + 1, ndim - 1, elem, dst);
+}
+
+void check_key(const std::string& key) {
+  if (!rh::json::is_valid_utf8(key)) {
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                        "safetensors: state dict key " + quoted(key) + " is not valid UTF-8");
+  }
+  if (key == "__metadata__") {
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                        "safetensors: a tensor cannot be named '__metadata__' (reserved by the "
+                        "format)");
+  }
+}
+
+Source tensor_source(const std::string& key, const DLManagedTensor& managed) {
+  check_key(key);
+  if (starts_with(key, kBytesPrefix)) {
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                        "safetensors: tensor " + quoted(key) + " uses the prefix '" +
+                            std::string(kBytesPrefix) + "' reserved for byte blobs");
+  }
+  const DLTensor& t = managed.dl_tensor;
+  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
+    throw rh::Exception(RH_ERROR_UNIMPLEMENTED, "safetensors: tensor " + quoted(key) +
+                                                    " is on DLPack device type " +
+                                                    std::to_string(t.device.device_type) +
+                                                    "; only host-memory tensors can be written");
+  }
+  const Dtype* dtype = rh::ckpt::dtype_of(t.dtype);
+  if (dtype == nullptr) {
+    throw rh::Exception(
+        RH_ERROR_UNIMPLEMENTED,
+        "safetensors: tensor " + quoted(key) + " has DLPack dtype code " +
+            std::to_string(t.dtype.code) + " bits " + std::to_string(t.dtype.bits) + " lanes " +
+            std::to_string(t.dtype.lanes) +
+            ", which safetensors cannot store (supported: " + rh::ckpt::supported_dtypes() + ")");
+  }
+  Source s;
+  s.entry.name = key;
+  s.entry.dtype = dtype;
+  uint64_t numel = 1;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0)
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                          "safetensors: tensor " + quoted(key) + " has a negative dimension");
+    s.entry.shape.push_back(static_cast<uint64_t>(t.shape[i]));
+    numel *= static_cast<uint64_t>(t.shape[i]);
+  }
+  const uint64_t size = numel * dtype->bytes();
+  s.entry.end = size;  // begin/end are placed later; end - begin is the size
+  const auto* base = static_cast<const unsigned char*>(t.data) + t.byte_offset;
+  if (size == 0) return s;
+  if (is_c_contiguous(t)) {
+    s.data = base;
+  } else {
+    s.gathered.resize(size);
+    unsigned char* dst = s.gathered.data();
+    gather(base, t.shape, t.strides, t.ndim, dtype->bytes(), dst);
+    s.data = s.gathered.data();
+  }
+  return s;
+}
+
+Source bytes_source(const std::string& key, rh_StringView bytes) {
+  check_key(key);
+  Source s;
+  s.entry.name = std::string(kBytesPrefix) + key;
+  s.entry.dtype = rh::ckpt::dtype_by_name("U8");
+  s.entry.shape = {bytes.size};
+  s.entry.end = bytes.size;
+  s.data = reinterpret_cast<const unsigned char*>(bytes.data);
+  return s;
+}
+
+// ---- Load / Verify ---------------------------------------------------------
+
+// A file whose header has been read and checked.
+struct OpenedFile {
+  PosixFile file;
+  Header header;
+  uint64_t data_start = 0;  // 8 + N
+};
+
+[[noreturn]] void data_loss(const std::string& path, const std::string& message) {
+  throw rh::Exception(RH_ERROR_DATA_LOSS, path + ": " + message);
+}
+
+OpenedFile open_checked(const std::string& path) {
+  PosixFile file = PosixFile::open_read(path);
+  const uint64_t size = file.size();
+  if (size < 8) {
+    data_loss(path, "file is " + std::to_string(size) +
+                        " bytes, shorter than the 8-byte header length (truncated)");
+  }
+  unsigned char prefix[8];
+  file.read_at(0, prefix, 8);
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | prefix[i];
+  if (header_size > size - 8) {
+    data_loss(path, "header length " + std::to_string(header_size) +
+                        " goes beyond the end of the file (" + std::to_string(size) +
+                        " bytes): corrupted or truncated");
+  }
+  if (header_size > rh::ckpt::kMaxHeaderSize) {
+    data_loss(path, "header length " + std::to_string(header_size) + " exceeds the limit of " +
+                        std::to_string(rh::ckpt::kMaxHeaderSize) + " bytes");
+  }
+  std::string json(header_size, '\0');
+  file.read_at(8, json.data(), json.size());
+  OpenedFile opened{std::move(file), Header{}, 8 + header_size};
+  try {
+    opened.header = rh::ckpt::decode_header(json, size);
+  } catch (const rh::Exception& e) {
+    throw rh::Exception(e.code(), path + ": " + e.what());
+  }
+  return opened;
+}
+
+void check_crc(const std::string& path, const TensorEntry& t, uint32_t computed) {
+  if (t.crc32 && *t.crc32 != computed) {
+    data_loss(path, "checksum mismatch in tensor " + quoted(t.name) + ": stored crc32 " +
+                        hex8(*t.crc32) + ", computed " + hex8(computed) +
+                        " (the data is corrupted)");
+  }
+}
+
+class SafetensorsCheckpointIo {
+ public:
+  explicit SafetensorsCheckpointIo(const rh_CreateArgs& args) : host_(args.host) {
+    rh::Config cfg(args.host, args.config);
+    checksum_ = cfg.get<bool>("checksum", true);
+  }
+
+  void save(const rh_CheckpointFileArgs& args) {
+    const FilePaths paths = file_paths(args);
+    if (args.dict == nullptr)
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "safetensors Save: no state dict");
+    std::vector<Source> sources = collect(args.dict);
+
+    // Largest elements first (alignment), then by name (a stable file).
+    std::sort(sources.begin(), sources.end(), [](const Source& a, const Source& b) {
+      if (a.entry.dtype->bytes() != b.entry.dtype->bytes())
+        return a.entry.dtype->bytes() > b.entry.dtype->bytes();
+      return a.entry.name < b.entry.name;
+    });
+    Header header;
+    header.metadata = {{"format", "pt"}};
+    uint64_t offset = 0;
+    for (Source& s : sources) {
+      const uint64_t size = s.entry.end;
+      s.entry.begin = offset;
+      s.entry.end = offset + size;
+      offset += size;
+      if (checksum_) s.entry.crc32 = rh::ckpt::crc32_update(0, s.data, size);
+      header.tensors.push_back(s.entry);
+    }
+    write_file(paths, rh::ckpt::encode_header(header), sources);
+  }
+
+  void load(const rh_CheckpointFileArgs& args) {
+    const FilePaths paths = file_paths(args);
+    if (args.dict == nullptr)
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "safetensors Load: no state dict to fill");
+    OpenedFile f = open_checked(paths.file);
+    uint64_t largest = 0;
+    for (const TensorEntry& t : f.header.tensors) largest = std::max(largest, t.size());
+    std::vector<unsigned char> buffer(largest);
+    std::vector<int64_t> shape;
+    for (const TensorEntry& t : f.header.tensors) {
+      f.file.read_at(f.data_start + t.begin, buffer.data(), t.size());
+      if (t.crc32) check_crc(paths.file, t, rh::ckpt::crc32_update(0, buffer.data(), t.size()));
+      if (starts_with(t.name, kBytesPrefix)) {
+        if (t.dtype->name != "U8" || t.shape.size() != 1) {
+          data_loss(paths.file, "tensor " + quoted(t.name) +
+                                    " should hold bytes (U8, 1-D) but is " +
+                                    rh::ckpt::describe(*t.dtype, t.shape));
+        }
+        const std::string key = t.name.substr(kBytesPrefix.size());
+        rh::check(host_, host_->StateDict_PutBytes(args.dict, key.data(), key.size(), buffer.data(),
+                                                   t.size()));
+        continue;
+      }
+      shape.clear();
+      for (uint64_t d : t.shape) {
+        if (d > static_cast<uint64_t>(INT64_MAX))
+          data_loss(paths.file, "tensor " + quoted(t.name) + " has a dimension beyond int64");
+        shape.push_back(static_cast<int64_t>(d));
+      }
+      DLManagedTensor view{};
+      view.dl_tensor.data = buffer.data();
+      view.dl_tensor.device = DLDevice{kDLCPU, 0};
+      view.dl_tensor.ndim = static_cast<int32_t>(shape.size());
+      view.dl_tensor.dtype = DLDataType{t.dtype->code, t.dtype->bits, 1};
+      view.dl_tensor.shape = shape.data();
+      view.dl_tensor.strides = nullptr;
+      view.dl_tensor.byte_offset = 0;
+      rh::check(host_, host_->StateDict_PutTensor(args.dict, t.name.data(), t.name.size(), &view));
+    }
+  }
+
+  void verify(const rh_CheckpointFileArgs& args) {
+    const FilePaths paths = file_paths(args);
+    OpenedFile f = open_checked(paths.file);
+    std::vector<unsigned char> chunk;
+    for (const TensorEntry& t : f.header.tensors) {
+      if (!t.crc32) continue;  // no checksum: the size checks are all there is
+      chunk.resize(static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, t.size())));
+      uint32_t crc = 0;
+      for (uint64_t done = 0; done < t.size();) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), t.size() - done));
+        f.file.read_at(f.data_start + t.begin + done, chunk.data(), n);
+        crc = rh::ckpt::crc32_update(crc, chunk.data(), n);
+        done += n;
+      }
+      check_crc(paths.file, t, crc);
+    }
+  }
+
+ private:
+  // Every entry of the dict as a Source (tensors and blobs).
+  std::vector<Source> collect(rh_StateDict* dict) const {
+    std::vector<Source> sources;
+    const size_t n = host_->StateDict_Size(dict);
+    sources.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const std::string key = rh::to_string(host_->StateDict_KeyAt(dict, i));
+      const DLManagedTensor* tensor = nullptr;
+      rh::ErrorPtr err(host_, host_->StateDict_GetTensor(dict, key.data(), key.size(), &tensor));
+      if (!err) {
+        sources.push_back(tensor_source(key, *tensor));
+        continue;
+      }
+      if (err.code() != RH_ERROR_NOT_FOUND) rh::check(host_, err.release());
+      rh_StringView bytes{};
+      rh::check(host_, host_->StateDict_GetBytes(dict, key.data(), key.size(), &bytes));
+      sources.push_back(bytes_source(key, bytes));
+    }
+    return sources;
+  }
+
+  static void write_file(const FilePaths& paths, const std::string& header,
+                         const std::vector<Source>& sources) {
+    try {
+      PosixFile file = PosixFile::create(paths.tmp);
+      rh::ckpt::BufferedWriter out(file);
+      unsigned char prefix[8];
+      uint64_t n = header.size();
+      for (unsigned char& b : prefix) {
+        b = static_cast<unsigned char>(n & 0xFFu);
+        n >>= 8;
+      }
+      out.write(prefix, sizeof prefix);
+      out.write(header.data(), header.size());
+      for (const Source& s : sources) out.write(s.data, s.entry.size());
+      out.flush();
+      file.sync();
+      file.close();
+      rh::ckpt::rename_file(paths.tmp, paths.file);
+    } catch (...) {
+      ::unlink(paths.tmp.c_str());  // best effort: it may never have been created
+      throw;
+    }
+    rh::ckpt::sync_directory(paths.dir);
+  }
+
+  const rh_HostApi* host_;
+  bool checksum_ = true;
+};
+
+const rh_Component kComponents[] = {
+    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_CHECKPOINT_IO, RH_STR("safetensors"),
+     RH_STR("state dicts as .safetensors files (atomic write, per-tensor CRC-32)"),
+     &rh::CheckpointIoAdapter<SafetensorsCheckpointIo>::vtable},
+};
+
+const rh_PluginInfo kInfo = {
+    RH_PLUGIN_INFO_STRUCT_SIZE,
+    RH_ABI_VERSION_MAJOR,
+    RH_ABI_VERSION_MINOR,
+    RH_STR("rh_ckpt_io_safetensors"),
+    RH_STR("0.1.0"),
+    RH_NATIVE_TAG_NONE,
+    kComponents,
+    1,
+    nullptr,
+    nullptr,
+};
+
+}  // namespace
+
+extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }

@@ -1,0 +1,163 @@
+// The `metrics` hook (plugins/hooks/metrics): the JSON lines it writes, when
+// it opens its file (not in a dry run), and how a resumed run continues it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "PluginTestHost.hpp"
+
+namespace rh::test {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class MetricsHookTest : public ::testing::Test {
+ protected:
+  void SetUp() override { host_.load("rh_hook_metrics"); }
+
+  fs::path file() const { return host_.work_dir() / "metrics.jsonl"; }
+
+  void train_iter(host::HookInstance& hook, int64_t epoch, int64_t iter,
+                  std::vector<std::pair<std::string, double>> metrics) {
+    event_.state.mode = RH_MODE_TRAIN;
+    event_.state.epoch = epoch;
+    event_.state.iter = iter;
+    event_.metrics = std::move(metrics);
+    ASSERT_EQ(event_.send(hook, RH_EVENT_AFTER_TRAIN_ITER), "");
+  }
+  void eval_epoch(host::HookInstance& hook, rh_HookEvent event, int64_t epochs_done,
+                  int64_t iters_done, std::vector<std::pair<std::string, double>> metrics) {
+    event_.state.mode = event == RH_EVENT_AFTER_TEST_EPOCH ? RH_MODE_TEST : RH_MODE_VAL;
+    event_.state.epoch = epochs_done;
+    event_.state.iter = iters_done;
+    event_.metrics = std::move(metrics);
+    ASSERT_EQ(event_.send(hook, event), "");
+  }
+
+  PluginTestHost host_;
+  Event event_;
+};
+
+TEST_F(MetricsHookTest, DescribesItselfAndSubscribesToWhatItUses) {
+  auto hook = host_.create_hook("{type: metrics}");
+  EXPECT_EQ(host_.load("rh_hook_metrics").components.at(0).type_name, "metrics");
+  EXPECT_EQ(hook->priority(), RH_PRIORITY_NORMAL);
+  EXPECT_TRUE(hook->wants(RH_EVENT_AFTER_TRAIN_ITER));
+  EXPECT_TRUE(hook->wants(RH_EVENT_AFTER_VAL_EPOCH));
+  EXPECT_TRUE(hook->wants(RH_EVENT_AFTER_TEST_EPOCH));
+  EXPECT_FALSE(hook->wants(RH_EVENT_AFTER_VAL_ITER));
+  EXPECT_FALSE(hook->wants(RH_EVENT_BEFORE_RUN));
+}
+
+TEST_F(MetricsHookTest, ADryRunWritesNothing) {
+  { auto hook = host_.create_hook("{type: metrics}"); }
+  EXPECT_FALSE(fs::exists(host_.work_dir()));
+}
+
+TEST_F(MetricsHookTest, WritesOneFlushedJsonLinePerEvent) {
+  auto hook = host_.create_hook("{type: metrics, interval: 2}");
+  train_iter(*hook, 0, 0, {{"loss", 0.5}, {"lr", 0.002}});  // iteration 1: off-interval
+  EXPECT_FALSE(fs::exists(file()));
+  train_iter(*hook, 0, 1, {{"loss", 0.43}, {"lr", 0.002}, {"time", 0.0123}});
+  // Readable while the hook lives.
+  EXPECT_EQ(read_file(file()),
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 2, \"loss\": 0.43, \"lr\": 0.002, "
+            "\"time\": 0.0123}\n");
+  train_iter(*hook, 0, 2, {{"loss", 0.4}});
+  train_iter(*hook, 1, 3, {{"loss", 1e-20}, {"big", 123456789012.0}});
+  eval_epoch(*hook, RH_EVENT_AFTER_VAL_EPOCH, 2, 4, {{"accuracy/top1", 91.2}, {"loss", 0.3}});
+  eval_epoch(*hook, RH_EVENT_AFTER_TEST_EPOCH, 2, 4, {{"accuracy/top1", 90.0}});
+  EXPECT_EQ(read_file(file()),
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 2, \"loss\": 0.43, \"lr\": 0.002, "
+            "\"time\": 0.0123}\n"
+            "{\"mode\": \"train\", \"epoch\": 1, \"iter\": 4, \"loss\": 1e-20, \"big\": "
+            "123456789012}\n"
+            "{\"mode\": \"val\", \"epoch\": 2, \"iter\": 4, \"accuracy/top1\": 91.2, \"loss\": "
+            "0.3}\n"
+            "{\"mode\": \"test\", \"epoch\": 2, \"iter\": 4, \"accuracy/top1\": 90}\n");
+}
+
+TEST_F(MetricsHookTest, WritesStrictJson) {
+  auto hook = host_.create_hook("{type: metrics}");
+  const double inf = std::numeric_limits<double>::infinity();
+  train_iter(*hook, 0, 0,
+             {{"loss", std::nan("")},
+              {"scale", -inf},
+              {"quote\"back\\slash\ttab", 1},
+              {"iter", 5},
+              {"x", 1},
+              {"x", 2}});
+  EXPECT_EQ(read_file(file()),
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"loss\": null, \"scale\": null, "
+            "\"quote\\\"back\\\\slash\\u0009tab\": 1, \"x\": 1}\n");
+  // Each left-out name is reported once.
+  train_iter(*hook, 0, 1, {{"iter", 5}});
+  const auto warnings = host_.log_texts(RH_LOG_WARN);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_THAT(warnings[0], HasSubstr("metric 'iter' is left out of " + file().string()));
+  EXPECT_THAT(warnings[1], HasSubstr("metric 'x' is left out"));
+}
+
+TEST_F(MetricsHookTest, AResumedRunAppends) {
+  {
+    auto hook = host_.create_hook("{type: metrics}");
+    train_iter(*hook, 0, 0, {{"loss", 1}});
+  }
+  {
+    auto hook = host_.create_hook("{type: metrics}");
+    train_iter(*hook, 0, 1, {{"loss", 2}});
+  }
+  EXPECT_EQ(read_file(file()),
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"loss\": 1}\n"
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 2, \"loss\": 2}\n");
+}
+
+TEST_F(MetricsHookTest, ALineCutByACrashIsNotContinued) {
+  fs::create_directories(host_.work_dir());
+  std::ofstream(file()) << "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"lo";
+  auto hook = host_.create_hook("{type: metrics}");
+  train_iter(*hook, 0, 1, {{"loss", 2}});
+  EXPECT_EQ(read_file(file()),
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"lo\n"
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 2, \"loss\": 2}\n");
+}
+
+TEST_F(MetricsHookTest, FileMayBeAbsoluteOrInASubdirectory) {
+  const fs::path absolute = host_.dir / "elsewhere" / "m.jsonl";
+  auto a = host_.create_hook("{type: metrics, file: " + absolute.string() + "}");
+  auto b = host_.create_hook("{type: metrics, file: logs/run.jsonl}");
+  train_iter(*a, 0, 0, {{"loss", 1}});
+  train_iter(*b, 0, 0, {{"loss", 1}});
+  EXPECT_TRUE(fs::exists(absolute));
+  EXPECT_TRUE(fs::exists(host_.work_dir() / "logs" / "run.jsonl"));
+}
+
+TEST_F(MetricsHookTest, OnlyRankZeroWrites) {
+  auto hook = host_.create_hook("{type: metrics}");
+  event_.state.rank = 3;
+  event_.state.world_size = 4;
+  train_iter(*hook, 0, 0, {{"loss", 1}});
+  eval_epoch(*hook, RH_EVENT_AFTER_VAL_EPOCH, 1, 1, {{"accuracy", 1}});
+  EXPECT_FALSE(fs::exists(file()));
+}
+
+TEST_F(MetricsHookTest, AnUnwritableFileStopsTheRunWithItsPath) {
+  fs::create_directories(file());  // a directory where the file should be
+  auto hook = host_.create_hook("{type: metrics}");
+  event_.metrics = {{"loss", 1}};
+  const std::string error = event_.send(*hook, RH_EVENT_AFTER_TRAIN_ITER);
+  EXPECT_THAT(error, HasSubstr("metrics: " + file().string() + ": cannot open: Is a directory"));
+}
+
+TEST_F(MetricsHookTest, RejectsBadConfig) {
+  EXPECT_THAT(host_.create_hook_error("{type: metrics, interval: 0}"),
+              HasSubstr("hooks.0.interval: must be >= 1, got 0"));
+  EXPECT_THAT(host_.create_hook_error("{type: metrics, file: ''}"),
+              HasSubstr("hooks.0.file: must not be empty"));
+}
+
+}  // namespace
+}  // namespace rh::test
