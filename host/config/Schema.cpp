@@ -408,6 +408,8 @@ Schema plugin_spec(bool with_priority) {
                       one_of({integer(0, 100), enumeration(names)},
                              "an integer 0..100 or one of " + join(names, ", ")),
                       false, "0 (runs first) .. 100 (runs last), or a named level"});
+    fields.push_back({"on_error", enumeration({"stop", "warn"}), false,
+                      "a failing hook stops the run (default) or is logged and skipped"});
   }
   return open_map(std::move(fields));
 }

@@ -1,5 +1,7 @@
 #include "lifecycle/HookDispatcher.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "plugins/HostApi.hpp"
@@ -62,6 +64,10 @@ void HookDispatcher::call(host::HookInstance& hook, rh_HookEvent event, const Me
     hook.on_event(args);
   } catch (const host::HostError& e) {
     current_ = outer;
+    if (hook.warn_on_error()) {
+      spdlog::warn("{} (at {}; on_error: warn, the run goes on)", e.what(), event_name(event));
+      return;
+    }
     throw host::HostError(e.code(), std::string(e.what()) + " (at " + event_name(event) + ")");
   }
   current_ = outer;

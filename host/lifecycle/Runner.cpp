@@ -262,11 +262,12 @@ struct Runner::State {
         const double data_time = seconds_since(t0);
         set_state(RH_MODE_TRAIN, epochs_done, iters_done, inner_done);
         hooks.fire(RH_EVENT_BEFORE_TRAIN_ITER);
+        const double lr = optim->lrs().at(0);  // the lr this iteration uses
         Metrics metrics = train_step(*batch, batches);
         ++iters_done;
         ++inner_done;
         schedulers->apply(iters_done, epochs_done);  // the next iteration's lr
-        metrics.insert(metrics.begin() + 1, {"lr", optim->lrs().at(0)});
+        metrics.insert(metrics.begin() + 1, {"lr", lr});
         metrics.push_back({"time", seconds_since(t0)});
         metrics.push_back({"data_time", data_time});
         metrics.push_back({"memory_mb", resident_memory_mb()});

@@ -196,7 +196,7 @@ void ComponentFactory::check_unknown_keys(const InstanceInfo& info,
                                           const config::Node& spec) const {
   std::string what =
       std::string(kind_name(info.component->kind)) + " '" + info.component->type_name + "'";
-  auto errors = config::unknown_keys(spec, {"type", "plugin", "priority"}, what);
+  auto errors = config::unknown_keys(spec, {"type", "plugin", "priority", "on_error"}, what);
   if (errors.empty()) return;
   std::vector<std::string> lines;
   for (const auto& e : errors) lines.push_back(e.what());
@@ -230,6 +230,8 @@ std::unique_ptr<HookInstance> ComponentFactory::create_hook(const config::Node& 
                                            std::to_string(priority) + ", outside 0..100");
   if (const config::Node* p = spec.find("priority")) priority = parse_priority(*p);
   instance->set_dispatch(priority, mask);
+  if (const config::Node* policy = spec.find("on_error"))
+    instance->set_warn_on_error(policy->as_string() == "warn");
   check_unknown_keys(info, spec);
   return instance;
 }

@@ -40,6 +40,10 @@ class HookInstance {
     priority_ = priority;
     mask_ = mask;
   }
+  // Error policy (`on_error:`): false = a failure stops the run (default),
+  // true = it is logged as a warning and the run goes on.
+  void set_warn_on_error(bool warn) { warn_on_error_ = warn; }
+  bool warn_on_error() const { return warn_on_error_; }
   // Throws HostError naming the hook and the event.
   void on_event(const rh_HookEventArgs& args);
 
@@ -48,6 +52,7 @@ class HookInstance {
   rh_HookInstance* handle_;
   int priority_;
   uint64_t mask_;
+  bool warn_on_error_ = false;
 };
 
 class StrategyInstance {

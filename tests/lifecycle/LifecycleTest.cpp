@@ -184,4 +184,203 @@ TEST_F(LifecycleTest, ExactResumeAcrossAnEpochBoundary) {
         << file;
 }
 
+// ---- Optimizer setup order ------------------------------------------------------
+
+// The metrics file: one JSON object per line; the "lr" of each train line.
+std::vector<double> train_lrs(const fs::path& metrics) {
+  std::vector<double> lrs;
+  std::istringstream in(rh::test::read_file(metrics));
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"mode\": \"train\"") == std::string::npos) continue;
+    auto at = line.find("\"lr\": ");
+    if (at != std::string::npos) lrs.push_back(std::stod(line.substr(at + 6)));
+  }
+  return lrs;
+}
+
+TEST_F(LifecycleTest, AutoScaleLrScalesBeforeTheSchedulersTakeTheirBase) {
+  // batch 8 / base_batch_size 4 on one rank: lr 0.1 -> 0.2; then a linear
+  // warm-up from 0.5x over iterations 0..1: 0.1, 0.2, 0.2...
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: true, max_epochs: 1}\n";
+  job.hooks = "  - {type: metrics}\n";
+  job.extra =
+      "auto_scale_lr: {enable: true, base_batch_size: 4}\n"
+      "param_scheduler: {type: LinearLR, start_factor: 0.5, by_epoch: false, begin: 0, end: 2}\n";
+  auto r = run(job);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("auto_scale_lr: lr x 2"));
+  std::vector<double> lrs = train_lrs(dir / "work/metrics.jsonl");
+  ASSERT_EQ(lrs.size(), 3u);
+  EXPECT_DOUBLE_EQ(lrs[0], 0.1);
+  EXPECT_DOUBLE_EQ(lrs[1], 0.2);
+  EXPECT_DOUBLE_EQ(lrs[2], 0.2);
+}
+
+// ---- Val and test without training ------------------------------------------------
+
+TEST_F(LifecycleTest, ValOnlyEvaluatesTheLoadedCheckpointExactly) {
+  Job job;
+  job.hooks = "  - {type: checkpoint, interval: 1}\n  - {type: metrics}\n";
+  run_ok(job);
+  // The last val line of training...
+  std::string metrics = rh::test::read_file(dir / "work/metrics.jsonl");
+  std::string last_val = metrics.substr(metrics.rfind("{\"mode\": \"val\""));
+  last_val = last_val.substr(last_val.find("\"accuracy/top1\""));
+  // ...equals a val-only run on the final checkpoint (no optimizer built).
+  fs::remove(dir / "work/metrics.jsonl");
+  auto r = run(job, "--mode val --set load_from=" + (dir / "work/epoch_2").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string val = rh::test::read_file(dir / "work/metrics.jsonl");
+  EXPECT_EQ(val.substr(val.find("\"accuracy/top1\"")), last_val);
+  EXPECT_THAT(r.output, HasSubstr("loaded weights from"));
+}
+
+// ---- Resume from a best checkpoint ---------------------------------------------
+
+TEST_F(LifecycleTest, ResumesFromABestCheckpoint) {
+  Job job;
+  job.hooks = "  - {type: checkpoint, interval: 100, save_last: false, save_best: accuracy/top1}\n";
+  run_ok(job);
+  fs::path best;
+  for (const auto& e : fs::directory_iterator(dir / "work"))
+    if (e.path().filename().string().rfind("best_accuracy_top1_epoch_", 0) == 0) best = e.path();
+  ASSERT_FALSE(best.empty()) << "no best checkpoint was saved";
+  Job more = job;
+  more.train_cfg = "train_cfg: {by_epoch: true, max_epochs: 3, val_interval: 1}\n";
+  more.extra = "resume: " + best.string() + "\n";
+  auto r = run(more);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("resumed from " + best.string()));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("at epoch [12], iteration [36]"));
+}
+
+// ---- Errors users can hit -----------------------------------------------------
+
+TEST_F(LifecycleTest, ResumingACheckpointOfADifferentModelListsTheMismatches) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: true, max_epochs: 1}\n";
+  job.hooks = "  - {type: checkpoint}\n";
+  run_ok(job);
+  Job wider = job;
+  wider.extra = "resume: auto\n";
+  auto r = run(wider, "--set 'model.hidden=[32]'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("does not match the model"));
+  EXPECT_THAT(r.output, HasSubstr("layers.0.weight: checkpoint [16, 8] vs model [32, 8]"));
+}
+
+TEST_F(LifecycleTest, LoadFromReportsMissingAndUnexpectedKeys) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: true, max_epochs: 1}\n";
+  job.hooks = "  - {type: checkpoint}\n";
+  run_ok(job);                                           // hidden [16]
+  run_ok(job, "--set 'model.hidden=[16, 16]'", "deep");  // adds layers.1
+  const std::string shallow_ckpt = (dir / "work/epoch_1").string();
+  const std::string deep_ckpt = (dir / "deep/epoch_1/model.safetensors").string();
+
+  // Strict (the default): a deeper model misses layers.1 in the checkpoint.
+  auto strict = run(job, "--set 'model.hidden=[16, 16]' --set load_from=" + shallow_ckpt, "a");
+  EXPECT_EQ(strict.exit_code, 1) << strict.output;
+  EXPECT_THAT(strict.output,
+              HasSubstr("missing in the checkpoint (2): layers.1.weight, layers.1.bias"));
+  // Not strict: reported as a warning, the run goes on.
+  auto loose = run(
+      job,
+      "--set 'model.hidden=[16, 16]' --set 'load_from={path: " + shallow_ckpt + ", strict: false}'",
+      "b");
+  EXPECT_EQ(loose.exit_code, 0) << loose.output;
+  EXPECT_THAT(loose.output,
+              HasSubstr("missing in the checkpoint (2): layers.1.weight, layers.1.bias"));
+  // A plain weights file with more than the model has: unexpected keys.
+  auto extra = run(job, "--set load_from=" + deep_ckpt, "c");
+  EXPECT_EQ(extra.exit_code, 1) << extra.output;
+  EXPECT_THAT(extra.output,
+              HasSubstr("unexpected in the checkpoint (2): layers.1.bias, layers.1.weight"));
+}
+
+TEST_F(LifecycleTest, AFullDiskAtSaveFailsAndKeepsThePreviousCheckpoint) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: true, max_epochs: 1}\n";
+  job.hooks = "  - {type: checkpoint}\n";
+  job.extra = "";
+  const std::string wide = "--set 'model.hidden=[64]'";
+  run_ok(job, wide);
+  Job more = job;
+  more.train_cfg = "train_cfg: {by_epoch: true, max_epochs: 2}\n";
+  more.extra = "resume: auto\n";
+  // Files may grow to 2 KiB: the 3 KiB model file of epoch 2 cannot be written
+  // (EFBIG, as on a full disk). The trace hook would hit the limit first: drop it.
+  dir.write("job.yaml", "work_dir: " + (dir / "work").string() + "\n" + more.yaml());
+  std::string yaml = rh::test::read_file(dir / "job.yaml");
+  yaml.replace(yaml.find(kTrace), std::string(kTrace).size(), "");
+  dir.write("job.yaml", yaml);
+  auto r = rh::test::run_command("cd " + quote(dir.path().string()) +
+                                 " && trap '' XFSZ && ulimit -f 2 && " + quote(RH_RUNNER_HOST) +
+                                 " --config job.yaml " + wide);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("checkpoint 'epoch_2'.*File too large"));
+  EXPECT_FALSE(fs::exists(dir / "work/epoch_2"));
+  EXPECT_EQ(rh::test::read_file(dir / "work/latest"), "epoch_1\n");
+  for (const auto& e : fs::directory_iterator(dir / "work"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  // The previous checkpoint still loads.
+  auto val =
+      run(job, "--mode val " + wide + " --set load_from=" + (dir / "work/epoch_1").string() +
+                   " --set 'data.val={dataset: {type: synthetic_classification, num_samples: 8, "
+                   "num_features: 8, num_classes: 3}, batch_size: 8}'");
+  EXPECT_EQ(val.exit_code, 0) << val.output;
+}
+
+TEST_F(LifecycleTest, AMissingDataFileIsNamed) {
+  Job job;
+  job.val = false;
+  auto r = run(job, "--set 'data.train.dataset={type: csv, path: data/train.csv}'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("data.train.dataset.path: cannot read the CSV file '" +
+                                  (dir / "data/train.csv").string() + "'"));
+}
+
+TEST_F(LifecycleTest, UnknownTypesListTheChoices) {
+  Job job;
+  auto model = run(job, "--set model.type=resnet --dry-run");
+  EXPECT_EQ(model.exit_code, 2);
+  EXPECT_THAT(
+      model.output,
+      HasSubstr("unknown model type 'resnet'; choices: convnet, gpt, mlp, torchscript, vit"));
+  auto optim = run(job, "--set optim_wrapper.optimizer.type=Adamw --dry-run");
+  EXPECT_EQ(optim.exit_code, 2);
+  EXPECT_THAT(optim.output, HasSubstr("unknown optimizer type 'Adamw'; choices: Adam, AdamW, SGD"));
+  auto sched = run(job, "--set 'param_scheduler={type: CosineLR}' --dry-run");
+  EXPECT_EQ(sched.exit_code, 2);
+  EXPECT_THAT(
+      sched.output,
+      HasSubstr("unknown param_scheduler type 'CosineLR'; choices: ConstantLR, CosineAnnealingLR"));
+  auto data = run(job, "--set data.train.dataset.type=imagenet --dry-run");
+  EXPECT_EQ(data.exit_code, 2);
+  EXPECT_THAT(data.output,
+              HasSubstr("unknown dataset type 'imagenet'; choices: char_lm, cifar10, csv, mnist"));
+}
+
+TEST_F(LifecycleTest, HookErrorPolicy) {
+  Job stop;
+  stop.val = false;
+  stop.hooks = "  - {type: trace, path: " + (dir / "no/such/dir/t.log").string() + "}\n";
+  auto r = run(stop);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("hook 'trace'"));
+  EXPECT_THAT(r.output, HasSubstr("cannot open trace file"));
+  EXPECT_THAT(r.output, HasSubstr("(at before_run)"));
+  Job warn = stop;
+  warn.hooks =
+      "  - {type: trace, path: " + (dir / "no/such/dir/t.log").string() + ", on_error: warn}\n";
+  auto w = run(warn);
+  EXPECT_EQ(w.exit_code, 0) << w.output;
+  EXPECT_THAT(w.output, HasSubstr("on_error: warn, the run goes on"));
+}
+
 }  // namespace
