@@ -5,6 +5,7 @@
 #include "lifecycle/Runner.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <torch/torch.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -89,12 +90,12 @@ TrainConfig read_train_cfg(const config::Node& job) {
   return t;
 }
 
-double resident_memory_mb() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) /
-         (1024.0 * 1024.0);
+// Peak resident memory of the process (getrusage: one syscall, cheap enough
+// for every iteration, unlike reading /proc).
+double peak_memory_mb() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
 std::string json_escape(const std::string& s) {
@@ -251,6 +252,8 @@ struct Runner::State {
 
   void train_loop() {
     hooks.fire(RH_EVENT_BEFORE_TRAIN);
+    const auto loop_start = Clock::now();
+    const int64_t first_iter = iters_done;
     const int64_t batches = static_cast<int64_t>(train_loader->batches_per_epoch());
     while (!train_done()) {
       if (train_cfg.by_epoch) hooks.fire(RH_EVENT_BEFORE_TRAIN_EPOCH);
@@ -270,7 +273,7 @@ struct Runner::State {
         metrics.insert(metrics.begin() + 1, {"lr", lr});
         metrics.push_back({"time", seconds_since(t0)});
         metrics.push_back({"data_time", data_time});
-        metrics.push_back({"memory_mb", resident_memory_mb()});
+        metrics.push_back({"memory_mb", peak_memory_mb()});
         for (auto& m : services.take_metrics()) metrics.push_back(std::move(m));
         set_state(RH_MODE_TRAIN, epochs_done, iters_done - 1,
                   inner_done - 1);  // the iteration that ran
@@ -288,6 +291,10 @@ struct Runner::State {
       }
       set_state(RH_MODE_TRAIN, epochs_done, iters_done, inner_done);
     }
+    const double loop_s = seconds_since(loop_start);
+    const int64_t ran = iters_done - first_iter;
+    spdlog::info("train loop: {} iterations in {:.3f} s ({:.4f} ms/iteration, validation included)",
+                 ran, loop_s, ran > 0 ? 1e3 * loop_s / static_cast<double>(ran) : 0.0);
     set_state(RH_MODE_TRAIN, epochs_done, iters_done, inner_done);
     hooks.fire(RH_EVENT_AFTER_TRAIN);
   }
@@ -317,7 +324,7 @@ struct Runner::State {
     at::Tensor target = batch.target.to(device);  // (B) / (B, T)
     at::Tensor logits = model->forward(input);    // (B, C) / (B, T, V)
     at::Tensor loss = Evaluator::loss(model->task(), logits, target);
-    (loss / static_cast<double>(window)).backward();
+    (window == 1 ? loss : loss / static_cast<double>(window)).backward();
     const auto& vt = c.strategy->vtable();
     if (vt.SyncGradients)
       check(*c.strategy, "SyncGradients", vt.SyncGradients(c.strategy->handle(), step ? 1 : 0));
