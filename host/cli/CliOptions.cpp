@@ -24,6 +24,14 @@ po::options_description describe() {
        "train (default), val or test: val/test evaluate load_from or the resumed checkpoint, no optimizer")
       ("dry-run", "validate the job and create every plugin component, then exit; builds and writes nothing")
       ("log-level", po::value<std::string>()->value_name("LEVEL"), "trace, debug, info, warn or error")
+      ("nproc-per-node", po::value<int>()->value_name("N"),
+       "start N worker processes on this node, one per local rank (default 1)")
+      ("nnodes", po::value<int>()->value_name("N"), "the number of nodes (default 1)")
+      ("node-rank", po::value<int>()->value_name("R"), "this node's rank, 0 to nnodes-1 (default 0)")
+      ("master-addr", po::value<std::string>()->value_name("ADDR"),
+       "the address of rank 0's node (default 127.0.0.1)")
+      ("master-port", po::value<int>()->value_name("PORT"),
+       "the rendezvous port on the master (default 29500; 0 picks a free one, single node only)")
       ("version", "print the version, ABI and native tag")
       ("help,h", "show this help");
   // clang-format on
@@ -49,7 +57,10 @@ std::string cli_help() {
       << "  runner-host --config job.yaml --dry-run\n"
       << "  runner-host --config job.yaml --mode val --set load_from=work_dirs/job/epoch_10\n"
       << "  runner-host --config job.yaml --print-config\n"
-      << "  runner-host --list-plugins --plugin-path ./my_plugins\n\n"
+      << "  runner-host --list-plugins --plugin-path ./my_plugins\n"
+      << "  runner-host --config job.yaml --nproc-per-node 2\n"
+      << "  runner-host --config job.yaml --nproc-per-node 8 --nnodes 2 --node-rank 0 "
+         "--master-addr node0\n\n"
       << "Exit codes: 0 success, 2 invalid job or plugin (nothing was created or written), 1 run "
          "failure.\n";
   return out.str();
@@ -76,6 +87,28 @@ CliOptions parse_cli(int argc, const char* const* argv) {
   if (vm.count("log-level")) o.log_level = vm["log-level"].as<std::string>();
   o.version = vm.count("version") > 0;
   o.help = vm.count("help") > 0;
+  if (vm.count("nproc-per-node")) o.nproc_per_node = vm["nproc-per-node"].as<int>();
+  if (vm.count("nnodes")) o.nnodes = vm["nnodes"].as<int>();
+  if (vm.count("node-rank")) o.node_rank = vm["node-rank"].as<int>();
+  if (vm.count("master-addr")) o.master_addr = vm["master-addr"].as<std::string>();
+  if (vm.count("master-port")) o.master_port = vm["master-port"].as<int>();
+  if (o.nproc_per_node < 1)
+    throw std::runtime_error("--nproc-per-node: expected 1 or more, got " +
+                             std::to_string(o.nproc_per_node));
+  if (o.nnodes < 1)
+    throw std::runtime_error("--nnodes: expected 1 or more, got " + std::to_string(o.nnodes));
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes)
+    throw std::runtime_error("--node-rank: expected 0 to " + std::to_string(o.nnodes - 1) +
+                             " (--nnodes " + std::to_string(o.nnodes) + "), got " +
+                             std::to_string(o.node_rank));
+  if (o.master_port < 0 || o.master_port > 65535)
+    throw std::runtime_error("--master-port: expected 0 to 65535, got " +
+                             std::to_string(o.master_port));
+  if (o.master_port == 0 && o.nnodes > 1)
+    throw std::runtime_error(
+        "--master-port 0 (pick a free port) needs --nnodes 1: every node must be given the same "
+        "port");
+  if (o.master_addr.empty()) throw std::runtime_error("--master-addr: empty");
   if (!o.help && !o.version && !o.list_plugins && o.config.empty())
     throw std::runtime_error("--config is required (or --list-plugins, --version, --help)");
   return o;

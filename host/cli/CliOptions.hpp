@@ -18,6 +18,13 @@ struct CliOptions {
   std::optional<std::string> log_level;  // --log-level overrides the job's
   bool version = false;
   bool help = false;
+  // The built-in launcher (host/launch): more than one process per node or
+  // more than one node re-executes runner-host once per local rank.
+  int nproc_per_node = 1;                 // --nproc-per-node
+  int nnodes = 1;                         // --nnodes
+  int node_rank = 0;                      // --node-rank
+  std::string master_addr = "127.0.0.1";  // --master-addr
+  int master_port = 29500;                // --master-port (0: pick a free port)
 };
 
 // Parses argv; throws std::runtime_error with a one-line reason on bad usage.

@@ -15,6 +15,7 @@
 #include "config/JobLoader.hpp"
 #include "config/JobSchema.hpp"
 #include "config/Schema.hpp"
+#include "launch/LaunchMain.hpp"
 #include "lifecycle/JobComponents.hpp"
 #include "lifecycle/Runner.hpp"
 #include "plugins/ComponentFactory.hpp"
@@ -91,6 +92,11 @@ int main(int argc, char** argv) {
     std::cout << cli::cli_help();
     return 0;
   }
+  // The built-in launcher: one worker per local rank, each this program again.
+  if (opts.nproc_per_node > 1 || opts.nnodes > 1)
+    return launch::run_launcher(
+        {opts.nproc_per_node, opts.nnodes, opts.node_rank, opts.master_addr, opts.master_port},
+        argc, argv);
   const host::NativeTag tag = host::host_native_tag();
   if (opts.version) {
     std::cout << "runner-host " << RH_VERSION << " (ABI " << RH_ABI_VERSION_MAJOR << "."

@@ -17,14 +17,18 @@ class Evaluator {
   void add(const at::Tensor& logits, const at::Tensor& target);
   // "loss", "accuracy/top1", "accuracy/top5" (when C > 5) | "loss", "perplexity".
   Metrics metrics() const;
+  // The running totals (loss sum, count, top-1 hits, top-5 hits), so ranks
+  // can sum them into exact global metrics.
+  std::vector<double> totals() const;
+  void set_totals(const std::vector<double>& totals);
 
  private:
   model::Task task_;
   int64_t num_classes_;
   double loss_sum_ = 0;  // summed over samples (tokens)
-  int64_t count_ = 0;
-  int64_t top1_ = 0;
-  int64_t top5_ = 0;
+  double count_ = 0;
+  double top1_ = 0;
+  double top5_ = 0;
 };
 
 }  // namespace rh::lifecycle

@@ -1,10 +1,13 @@
 #include "lifecycle/ModelAccess.hpp"
 
 #include <ATen/DLConvertor.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include "model/Model.hpp"
 #include "plugins/HostError.hpp"
+#include "rh/cpp/torch.hpp"
 
 // Behind the opaque rh_Model: the model, its parameter list, and the DLPack
 // views handed out (freed with the model access).
@@ -16,6 +19,13 @@ struct rh_Model {
   std::vector<int32_t> unit_of_param;
   std::vector<std::string> module_paths;
   std::vector<DLManagedTensor*> views;  // owned
+  // One view per parameter's gradient, replaced when the gradient tensor
+  // changes (zero_grad sets gradients to none): no growth per iteration.
+  std::vector<DLManagedTensor*> grad_views;
+  std::vector<const void*> grad_view_of;
+  // Gradient accumulators with our post hooks: kept alive for the whole run
+  // (autograd holds them only weakly between backwards).
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
 
   DLManagedTensor* view(const at::Tensor& t) {
     views.push_back(at::toDLPack(t));
@@ -71,7 +81,68 @@ rh_Error* Model_GetGrad(rh_Model* m, size_t i, DLManagedTensor** out) {
   if (i >= m->params.size())
     return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetGrad: index out of range");
   const at::Tensor& grad = m->params[i].tensor.grad();
-  *out = grad.defined() ? m->view(grad) : nullptr;
+  if (!grad.defined()) {
+    *out = nullptr;
+    return nullptr;
+  }
+  if (m->grad_views[i] == nullptr || m->grad_view_of[i] != grad.unsafeGetTensorImpl()) {
+    if (m->grad_views[i] != nullptr) m->grad_views[i]->deleter(m->grad_views[i]);
+    m->grad_views[i] = at::toDLPack(grad);
+    m->grad_view_of[i] = grad.unsafeGetTensorImpl();
+  }
+  *out = m->grad_views[i];
+  return nullptr;
+}
+
+// Runs after a parameter's AccumulateGrad: its .grad is complete for this
+// backward (DESIGN.md §5: keep the accumulator alive).
+class GradReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  GradReadyHook(rh_GradReadyFn fn, void* user, size_t index)
+      : fn_(fn), user_(user), index_(index) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
+    fn_(user_, index_);
+    return outputs;
+  }
+
+ private:
+  rh_GradReadyFn fn_;
+  void* user_;
+  size_t index_;
+};
+
+rh_Error* Model_AddGradReadyCallback(rh_Model* m, size_t i, rh_GradReadyFn fn, void* user) {
+  if (i >= m->params.size() || fn == nullptr)
+    return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                           "Model_AddGradReadyCallback: bad index or NULL function");
+  const at::Tensor& p = m->params[i].tensor;
+  if (!p.requires_grad())
+    return host::new_error(
+        RH_ERROR_INVALID_ARGUMENT,
+        "Model_AddGradReadyCallback: parameter '" + m->params[i].name + "' does not require grad");
+  std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(p);
+  acc->add_post_hook(std::make_unique<GradReadyHook>(fn, user, i));
+  m->accumulators.push_back(std::move(acc));
+  return nullptr;
+}
+
+rh_Error* Model_SetGrad(rh_Model* m, size_t i, const DLManagedTensor* grad) {
+  if (i >= m->params.size() || grad == nullptr)
+    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_SetGrad: bad index or NULL gradient");
+  at::Tensor& p = m->params[i].tensor;
+  at::Tensor src = rh::borrow_tensor(grad);
+  if (src.sizes() != p.sizes())
+    return host::new_error(
+        RH_ERROR_INVALID_ARGUMENT,
+        "Model_SetGrad: gradient shape does not match '" + m->params[i].name + "'");
+  torch::NoGradGuard no_grad;
+  if (p.grad().defined()) {
+    p.mutable_grad().copy_(src);
+  } else {
+    p.mutable_grad() = src.to(p.options()).clone();
+  }
   return nullptr;
 }
 
@@ -96,6 +167,8 @@ ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) 
     m.module_paths.push_back(
         p.name.rfind('.') == std::string::npos ? "" : p.name.substr(0, p.name.rfind('.')));
   }
+  m.grad_views.assign(m.params.size(), nullptr);
+  m.grad_view_of.assign(m.params.size(), nullptr);
   rh_ModelApi& a = impl_->api;
   a.struct_size = RH_MODEL_API_STRUCT_SIZE;
   a.Model_NumParams = &Model_NumParams;
@@ -105,10 +178,14 @@ ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) 
   a.Model_GetBuffer = &Model_GetBuffer;
   a.Model_NumUnits = &Model_NumUnits;
   a.Model_UnitName = &Model_UnitName;
+  a.Model_AddGradReadyCallback = &Model_AddGradReadyCallback;
+  a.Model_SetGrad = &Model_SetGrad;
 }
 
 ModelAccess::~ModelAccess() {
   for (DLManagedTensor* v : impl_->model.views) v->deleter(v);
+  for (DLManagedTensor* v : impl_->model.grad_views)
+    if (v != nullptr) v->deleter(v);
 }
 
 rh_Model* ModelAccess::handle() { return &impl_->model; }

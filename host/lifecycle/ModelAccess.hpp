@@ -1,8 +1,9 @@
 // The model as strategies see it through the C ABI (rh_Model, rh_ModelApi in
 // rh_strategy.h): named parameters and buffers as DLPack views, gradients,
-// units. Entries that need autograd hooks (grad-ready and unit callbacks,
-// replacing storage) arrive with the distributed strategies and are NULL
-// until then, which the ABI defines as "not provided".
+// units, and per-parameter gradient-ready callbacks (autograd post hooks on
+// each parameter's gradient accumulator). Unit callbacks and replacing a
+// parameter's storage arrive with the sharding strategies and are NULL until
+// then, which the ABI defines as "not provided".
 #pragma once
 
 #include <memory>

@@ -6,19 +6,23 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "checkpoint/CheckpointStore.hpp"
 #include "checkpoint/TensorDict.hpp"
+#include "comm/Communicator.hpp"
 #include "config/ConfigNode.hpp"
 #include "data/DataLoader.hpp"
+#include "launch/WorkerEnv.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/HookDispatcher.hpp"
 #include "lifecycle/ModelAccess.hpp"
@@ -30,6 +34,7 @@
 #include "plugins/PluginCall.hpp"
 #include "plugins/StateDict.hpp"
 #include "rh/cpp/torch.hpp"
+#include "torch/TorchServices.hpp"
 
 namespace fs = std::filesystem;
 
@@ -165,6 +170,12 @@ struct Runner::State {
 
   uint64_t seed = 0;
   at::Device device = at::kCPU;
+  // Distributed: the world communicator (absent in a single-process run of
+  // a strategy that needs none).
+  std::unique_ptr<comm::Communicator> world;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<ModelAccess> model_access;
   std::unique_ptr<data::DataLoader> train_loader, val_loader, test_loader;
@@ -324,11 +335,13 @@ struct Runner::State {
     at::Tensor target = batch.target.to(device);  // (B) / (B, T)
     at::Tensor logits = model->forward(input);    // (B, C) / (B, T, V)
     at::Tensor loss = Evaluator::loss(model->task(), logits, target);
-    (window == 1 ? loss : loss / static_cast<double>(window)).backward();
     const auto& vt = c.strategy->vtable();
+    if (vt.BeforeBackward)
+      check(*c.strategy, "BeforeBackward", vt.BeforeBackward(c.strategy->handle(), step ? 1 : 0));
+    (window == 1 ? loss : loss / static_cast<double>(window)).backward();
     if (vt.SyncGradients)
       check(*c.strategy, "SyncGradients", vt.SyncGradients(c.strategy->handle(), step ? 1 : 0));
-    Metrics metrics{{"loss", loss.item<double>()}};
+    Metrics metrics{{"loss", average(loss.item<double>())}};  // mean over ranks
     if (step) {
       double grad_norm = optim->step();
       if (vt.AfterOptimizerStep)
@@ -362,6 +375,13 @@ struct Runner::State {
       hooks.fire(event(RH_EVENT_AFTER_VAL_ITER, RH_EVENT_AFTER_TEST_ITER));
       ++i;
     }
+    if (world_size > 1) {  // exact global metrics: sum every rank's totals
+      std::vector<double> totals = evaluator.totals();
+      at::Tensor t = torch::tensor(totals, torch::kDouble);
+      world->all_reduce(buffer(t), comm::ReduceOp::Sum, false)->wait();
+      evaluator.set_totals(
+          std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel()));
+    }
     Metrics metrics = evaluator.metrics();
     set_state(run_mode, epochs_done, iters_done, i);
     hooks.fire(event(RH_EVENT_AFTER_VAL_EPOCH, RH_EVENT_AFTER_TEST_EPOCH), metrics);
@@ -375,22 +395,130 @@ struct Runner::State {
   // ---- Setup steps ----------------------------------------------------------
 
   void setup_env() {
+    rh_Comm* world_handle = rendezvous();
+    // Ranks sharing a node share its cores (OMP_NUM_THREADS wins when set).
+    host::set_torch_threads(launch::default_intra_op_threads());
     seed = get<uint64_t>(job, "seed", 0);
+    if (get<bool>(job, "diff_rank_seed", false)) seed += static_cast<uint64_t>(rank);
     if (get<bool>(job, "deterministic", false))
       at::globalContext().setDeterministicAlgorithms(true, false);
     torch::manual_seed(seed);
-    rh_SetupEnvArgs args{RH_SETUP_ENV_ARGS_STRUCT_SIZE, nullptr, 0, seed, DLDevice{kDLCPU, 0}};
+    rh_SetupEnvArgs args{RH_SETUP_ENV_ARGS_STRUCT_SIZE, world_handle, local_rank, seed,
+                         DLDevice{kDLCPU, 0}};
     check(*c.strategy, "SetupEnv", c.strategy->vtable().SetupEnv(c.strategy->handle(), &args));
     services.set_device(args.device);
     device = args.device.device_type == kDLCUDA
                  ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(args.device.device_id))
                  : at::Device(at::kCPU);
-    spdlog::info("strategy {} on {}, seed {}", c.strategy->type(), device.str(), seed);
+    spdlog::info("strategy {} on {}, seed {}, rank {} of {}", c.strategy->type(), device.str(),
+                 seed, rank, world_size);
+  }
+
+  // Joins the other ranks when the environment says there are some (the
+  // built-in launcher, torchrun, srun, mpirun), or when the strategy needs a
+  // communicator even alone. Returns the world handle for the strategy.
+  rh_Comm* rendezvous() {
+    std::optional<comm::ProcessEnv> env = comm::process_env_from_environment();
+    const bool needs_comm = c.strategy->traits().needs_comm != 0;
+    if (!(env && env->world_size > 1) && !needs_comm) return nullptr;
+    comm::RendezvousOptions o;
+    if (env) {
+      o.rank = env->rank;
+      o.world_size = env->world_size;
+      o.local_rank = env->local_rank;
+      o.master_addr = env->master_addr;
+      o.master_port = env->master_port;
+    } else {
+      o.master_port = 0;  // one process: any free port
+    }
+    o.timeout_s = get<double>(job, "dist.timeout_s", 300.0);
+    const std::string backend = get<std::string>(job, "dist.backend", "auto");
+    o.backend = backend == "auto" ? (torch::cuda::is_available() ? "nccl" : "gloo") : backend;
+    world = comm::create_world(o);
+    rank = world->rank();
+    world_size = world->size();
+    local_rank = o.local_rank;
+    world->set_step_description([this] {
+      rh_RunState s = services.run_state();
+      const char* mode = s.mode == RH_MODE_TRAIN ? "train" : s.mode == RH_MODE_VAL ? "val" : "test";
+      return "at " + std::string(mode) + " epoch " + std::to_string(s.epoch) + " iteration " +
+             std::to_string(s.iter);
+    });
+    comm::install_comm_api(services, world.get());
+    launch::configure_rank_logging(rank);  // only rank 0 logs at info unless RH_LOG_ALL_RANKS=1
+    spdlog::info("rendezvous: rank {} of {} ({} backend)", rank, world_size, o.backend);
+    return services.api()->Comm_World(services.new_context("runner-host", "runner"));
+  }
+
+  // Lifecycle step 3 for every strategy: all ranks must have built the same
+  // parameters; then every rank starts from rank 0's weights.
+  void sync_initial_weights() {
+    if (world_size <= 1) return;
+    std::vector<model::NamedTensor> tensors = model->named_parameters();
+    for (auto& b : model->named_buffers()) tensors.push_back(b);
+    std::string signature;
+    for (const auto& t : tensors) {
+      std::ostringstream line;
+      line << t.name << " " << c10::toString(t.tensor.scalar_type()) << " " << t.tensor.sizes()
+           << "\n";
+      signature += line.str();
+    }
+    // Gather every rank's signature: lengths first, then the padded bytes.
+    at::Tensor length = torch::tensor({static_cast<int64_t>(signature.size())}, torch::kLong);
+    at::Tensor lengths = torch::empty({world_size}, torch::kLong);
+    world->all_gather(buffer(length), buffer(lengths), false)->wait();
+    const int64_t max_len = lengths.max().item<int64_t>();
+    at::Tensor mine = torch::zeros({max_len}, torch::kUInt8);
+    std::memcpy(mine.data_ptr(), signature.data(), signature.size());
+    at::Tensor all = torch::empty({world_size * max_len}, torch::kUInt8);
+    world->all_gather(buffer(mine), buffer(all), false)->wait();
+    auto text_of = [&](int r) {
+      const char* p = static_cast<const char*>(all.data_ptr()) + r * max_len;
+      return std::string(p, static_cast<size_t>(lengths[r].item<int64_t>()));
+    };
+    const std::string reference = text_of(0);
+    for (int r = 1; r < world_size; ++r) {
+      const std::string other = text_of(r);
+      if (other == reference) continue;
+      std::istringstream a(reference), b(other);
+      std::string la, lb;
+      while (true) {
+        const bool ha = static_cast<bool>(std::getline(a, la));
+        const bool hb = static_cast<bool>(std::getline(b, lb));
+        if (!ha || !hb || la != lb)
+          throw host::HostError(
+              RH_ERROR_FAILED_PRECONDITION,
+              "rank " + std::to_string(r) +
+                  " built a different model than rank 0; first difference: rank 0 has '" +
+                  (ha ? la : std::string("(no more tensors)")) + "', rank " + std::to_string(r) +
+                  " has '" + (hb ? lb : std::string("(no more tensors)")) + "'");
+      }
+    }
+    torch::NoGradGuard no_grad;
+    for (const auto& t : tensors) world->broadcast(buffer(t.tensor), 0, false)->wait();
+  }
+
+  static comm::Buffer buffer(const at::Tensor& t) {
+    const DLDevice dev =
+        t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.get_device())} : DLDevice{kDLCPU, 0};
+    return comm::Buffer{t.data_ptr(), static_cast<size_t>(t.numel()), at::getDLDataType(t), dev};
+  }
+
+  // The mean of a scalar over the ranks (logged metrics).
+  double average(double value) {
+    if (world_size <= 1) return value;
+    at::Tensor t = torch::tensor({value}, torch::kDouble);
+    world->all_reduce(buffer(t), comm::ReduceOp::Avg, false)->wait();
+    return t.item<double>();
   }
 
   void build_model() {
-    model = model::build_model(*job.find("model"), seed, opt.job_dir.string());
+    // From the job's seed, not the rank's: every rank builds the same weights
+    // (and then takes rank 0's anyway).
+    model =
+        model::build_model(*job.find("model"), get<uint64_t>(job, "seed", 0), opt.job_dir.string());
     model->to(device);
+    sync_initial_weights();
   }
 
   void wrap_model() {
@@ -407,7 +535,7 @@ struct Runner::State {
     auto dataset = data::build_dataset(*cfg->find("dataset"), opt.job_dir.string());
     data::LoaderOptions o = data::loader_options(*cfg, seed);
     if (!train) o.shuffle = false;
-    return std::make_unique<data::DataLoader>(dataset, o, /*rank=*/0, /*world_size=*/1);
+    return std::make_unique<data::DataLoader>(dataset, o, rank, world_size);
   }
 
   void build_optimizer() {
@@ -425,7 +553,7 @@ struct Runner::State {
     const config::Node* cfg = find(job, "auto_scale_lr");
     if (base <= 0)
       throw config::ConfigError(cfg->location(), cfg->path(), "enable: true needs base_batch_size");
-    const int64_t world = 1;
+    const int64_t world = world_size;
     const double batch = static_cast<double>(train_loader->options().batch_size);
     const double factor = world * batch / static_cast<double>(base);
     optim->scale_lr(factor);
@@ -452,8 +580,8 @@ struct Runner::State {
         train_cfg.by_epoch && train_loader
             ? train_cfg.max_epochs * static_cast<int64_t>(train_loader->batches_per_epoch())
             : train_cfg.max_iters;
-    s.rank = 0;
-    s.world_size = 1;
+    s.rank = rank;
+    s.world_size = world_size;
     services.set_run_state(s);
   }
 
@@ -461,7 +589,9 @@ struct Runner::State {
 
   void enable_checkpoints() {
     services.set_checkpoint_handlers([this](const std::string& name) { save_checkpoint(name); },
-                                     [this](const std::string& name) { store.remove(name); });
+                                     [this](const std::string& name) {
+                                       if (rank == 0) store.remove(name);
+                                     });
   }
 
   void save_checkpoint(const std::string& name) {
@@ -514,8 +644,31 @@ struct Runner::State {
         "\",\n  \"checkpoint_io\": \"" + json_escape(c.checkpoint_io->type()) +
         "\",\n  \"files\": [\"model\", \"optimizer\", \"state\"],\n  \"tensors\": {" +
         tensors_json + "},\n  \"config\": \"" + json_escape(opt.config_yaml) + "\"\n}\n";
-    store.save(name, {{"model", &model_dict}, {"optimizer", &optim_dict}, {"state", &state_dict}},
-               meta);
+    // Rank 0 writes (every rank holds the same state under ddp); all ranks
+    // learn whether it worked, so none goes on past a failed save.
+    rh_ErrorCode code = RH_ERROR_OK;
+    std::string failure;
+    if (rank == 0) {
+      try {
+        store.save(name,
+                   {{"model", &model_dict}, {"optimizer", &optim_dict}, {"state", &state_dict}},
+                   meta);
+      } catch (const host::HostError& e) {
+        code = e.code();
+        failure = e.what();
+      } catch (const std::exception& e) {
+        code = RH_ERROR_IO;
+        failure = e.what();
+      }
+    }
+    if (world_size > 1) {
+      at::Tensor status = torch::tensor({static_cast<int64_t>(code)}, torch::kLong);
+      world->broadcast(buffer(status), 0, false)->wait();
+      code = static_cast<rh_ErrorCode>(status.item<int64_t>());
+      if (rank != 0 && code != RH_ERROR_OK)
+        failure = "rank 0 failed to save checkpoint '" + name + "' (its log says why)";
+    }
+    if (code != RH_ERROR_OK) throw host::HostError(code, failure);
     spdlog::info("saved checkpoint {}", dir.string());
     hooks.after_save(dir.string());
   }

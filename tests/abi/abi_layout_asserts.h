@@ -244,7 +244,7 @@ RH_ABI_PIN_OFFSET(rh_OptimParamSink, user_data, 8);
 RH_ABI_PIN_OFFSET(rh_OptimParamSink, add, 16);
 RH_ABI_PIN_STRUCT_SIZE(RH_OPTIM_PARAM_SINK_STRUCT_SIZE, rh_OptimParamSink, 24);
 
-RH_ABI_PIN_SIZE(rh_StrategyVtable, 96);
+RH_ABI_PIN_SIZE(rh_StrategyVtable, 104);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Create, 8);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Destroy, 16);
@@ -257,7 +257,9 @@ RH_ABI_PIN_OFFSET(rh_StrategyVtable, AfterOptimizerStep, 64);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, StateExport, 72);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, StateImport, 80);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Teardown, 88);
-RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_VTABLE_STRUCT_SIZE, rh_StrategyVtable, 96);
+/* ABI 1.1 */
+RH_ABI_PIN_OFFSET(rh_StrategyVtable, BeforeBackward, 96);
+RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_VTABLE_STRUCT_SIZE, rh_StrategyVtable, 104);
 
 /* ---- rh_ckpt_io.h -------------------------------------------------------- */
 

@@ -25,7 +25,7 @@
  *        run state, state dicts, communicator), strategy, hook and
  *        checkpoint-IO vtables, rh_PluginInfo entry point.
  *   1.1  rh_HostApi: Checkpoint_Save, Checkpoint_Remove (hooks that decide
- *        when to checkpoint).
+ *        when to checkpoint); rh_StrategyVtable: BeforeBackward.
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_

@@ -169,8 +169,13 @@ typedef struct rh_StrategyVtable {
   rh_Error* (*StateImport)(rh_StrategyInstance* instance, const rh_StateDict* dict);
   /* Optional. Lifecycle step 13: last call before Destroy. */
   rh_Error* (*Teardown)(rh_StrategyInstance* instance);
+  /* Optional (ABI 1.1). Before each backward: `sync` is 1 when the
+   * SyncGradients after this backward will synchronise (0 on gradient
+   * accumulation steps), so gradient-ready callbacks know whether to
+   * communicate during this backward. */
+  rh_Error* (*BeforeBackward)(rh_StrategyInstance* instance, int32_t sync);
 } rh_StrategyVtable;
-#define RH_STRATEGY_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyVtable, Teardown)
+#define RH_STRATEGY_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyVtable, BeforeBackward)
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -46,6 +46,7 @@ RH_DETAIL_DETECT(has_state_export, std::declval<T&>().state_export(std::declval<
 RH_DETAIL_DETECT(has_state_import,
                  std::declval<T&>().state_import(std::declval<const rh_StateDict*>()));
 RH_DETAIL_DETECT(has_teardown, std::declval<T&>().teardown());
+RH_DETAIL_DETECT(has_before_backward, std::declval<T&>().before_backward(true));
 RH_DETAIL_DETECT(has_verify,
                  std::declval<T&>().verify(std::declval<const rh_CheckpointFileArgs&>()));
 RH_DETAIL_DETECT(has_flush, std::declval<T&>().flush());
@@ -156,6 +157,11 @@ struct StrategyAdapter {
       if constexpr (detail::has_teardown<T>::value) unbox(s)->impl.teardown();
     });
   }
+  static rh_Error* BeforeBackward(rh_StrategyInstance* s, int32_t sync) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_before_backward<T>::value) unbox(s)->impl.before_backward(sync != 0);
+    });
+  }
   static constexpr rh_StrategyVtable vtable = {
       RH_STRATEGY_VTABLE_STRUCT_SIZE,
       &detail::create<T, rh_StrategyInstance>,
@@ -169,6 +175,7 @@ struct StrategyAdapter {
       detail::has_state_export<T>::value ? &StateExport : nullptr,
       detail::has_state_import<T>::value ? &StateImport : nullptr,
       detail::has_teardown<T>::value ? &Teardown : nullptr,
+      detail::has_before_backward<T>::value ? &BeforeBackward : nullptr,
   };
 };
 

@@ -1,0 +1,143 @@
+// The host's communicator: collectives between the ranks of a run (the world)
+// or of a subgroup of it. No LibTorch headers here: tensors arrive as plain
+// (pointer, count, dtype, device) buffers, and the backends (gloo for CPU
+// tensors, NCCL for CUDA tensors) live in .cpp files.
+//
+// Errors are thrown as host::HostError: RH_ERROR_INVALID_ARGUMENT for a bad
+// call (thrown by the call itself), RH_ERROR_TIMEOUT when a collective made no
+// progress for the rendezvous timeout (dist.timeout_s), RH_ERROR_IO when a
+// peer closed the connection, RH_ERROR_CANCELLED for collectives queued behind
+// a failed one (after a failure the communicator refuses new work: the ranks
+// no longer agree on what was exchanged).
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rh::host {
+class HostServices;
+}
+
+namespace rh::comm {
+
+enum class ReduceOp { Sum, Avg, Max, Min };
+
+// `count` contiguous elements of `dtype` at `data` on `device`. Supported
+// dtypes: float16/32/64, bfloat16, int8/16/32/64, uint8, bool (DLPack code 6,
+// 8 bits; lanes == 1; nccl has no int16). Avg is refused for integer dtypes
+// and bool, Sum for bool (Max is "any", Min is "all").
+struct Buffer {
+  void* data;
+  size_t count;
+  DLDataType dtype;
+  DLDevice device;
+};
+
+// A collective in flight.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the collective finished; rethrows its error (every call).
+  virtual void wait() = 0;
+  // Non-blocking: true once finished, successfully or not.
+  virtual bool completed() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Each returns a Work; `async == false` waits before returning (and
+  // throws the collective's error). Collectives on one communicator run in
+  // issue order on one background thread per communicator, so async calls
+  // from the autograd thread are fine. Buffers of an async call must stay
+  // alive and untouched until the Work finished.
+  virtual std::shared_ptr<Work> all_reduce(Buffer inout, ReduceOp op, bool async) = 0;
+  // out.count == size() * in.count; out holds every rank's `in`, in rank order.
+  virtual std::shared_ptr<Work> all_gather(Buffer in, Buffer out, bool async) = 0;
+  // in.count == size() * out.count; rank r gets the reduction of every
+  // rank's chunk r of `in`.
+  virtual std::shared_ptr<Work> reduce_scatter(Buffer in, Buffer out, ReduceOp op, bool async) = 0;
+  // In place; `root` is a rank of this communicator.
+  virtual std::shared_ptr<Work> broadcast(Buffer inout, int root, bool async) = 0;
+  // Blocks until every rank reached it (and every collective issued before it ran).
+  virtual void barrier() = 0;
+  // A subgroup of `ranks` (ranks of this communicator, strictly ascending).
+  // Every rank of this communicator calls it with the same list, in the same
+  // order relative to other new_group calls; ranks not in the list get
+  // nullptr. The subgroup is independent of *this (own connections and
+  // background thread) and may outlive it.
+  virtual std::unique_ptr<Communicator> new_group(const std::vector<int>& ranks) = 0;
+
+  // What the host is doing, for error messages: a phrase such as
+  // "at train iteration 12", giving "all_reduce timed out after 30 s at train
+  // iteration 12 on rank 1 (...)". Called once per collective when it is
+  // issued, on the issuing thread (so it must be thread-safe); an empty
+  // result or an unset function leaves the phrase out.
+  void set_step_description(std::function<std::string()> f);
+
+ protected:
+  // The current description ("" when unset); never throws.
+  std::string step_description() const;
+
+ private:
+  mutable std::mutex step_mutex_;
+  std::shared_ptr<const std::function<std::string()>> step_description_;
+};
+
+struct RendezvousOptions {
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;  // picks the CUDA device of the nccl backend
+  double timeout_s = 300;
+  std::string backend = "gloo";  // "gloo" | "nccl"
+};
+
+// Joins the world: rank 0 hosts a c10d TCPStore on master_addr:master_port,
+// every rank connects to it, then the backend connects the ranks. Throws
+// HostError: RH_ERROR_INVALID_ARGUMENT for bad options (unknown backend,
+// "nccl" in a build without NCCL), RH_ERROR_TIMEOUT when the other ranks did
+// not join within timeout_s, RH_ERROR_IO for network failures.
+std::unique_ptr<Communicator> create_world(const RendezvousOptions& o);
+
+// Fills rh_HostApi's Comm_* and CommWork_* entries so that plugins reach
+// `world` (Comm_World) and the groups made from it (Comm_NewGroup; owned by
+// these services until the next install_comm_api call). With world ==
+// nullptr the entries are cleared (NULL: "not provided") and the groups made
+// so far are destroyed: call install_comm_api(services, nullptr) before
+// destroying the world.
+void install_comm_api(host::HostServices& services, Communicator* world);
+
+// The process's place in a multi-process run, as a launcher described it.
+struct ProcessEnv {
+  int rank;
+  int world_size;
+  int local_rank;
+  int local_world_size;
+  std::string master_addr;
+  int master_port;
+  std::string source;  // "torchrun" | "openmpi" | "slurm"
+};
+
+// Reads the variables set by torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI
+// (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE) or SLURM
+// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE), in that
+// order of precedence. The master always comes from MASTER_ADDR (default
+// 127.0.0.1, required when the ranks span several nodes) and MASTER_PORT
+// (default 29500). nullopt when none is set (a single process). Throws
+// std::runtime_error naming the variable for a malformed or inconsistent value.
+std::optional<ProcessEnv> process_env_from_environment();
+
+}  // namespace rh::comm

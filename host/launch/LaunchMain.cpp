@@ -1,0 +1,89 @@
+#include "launch/LaunchMain.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <stdexcept>
+
+#include "launch/WorkerEnv.hpp"
+
+namespace rh::launch {
+namespace {
+
+constexpr int kExitInvalid = 2;
+constexpr int kExitRunFailed = 1;
+
+// The launcher flag `name` stands for: itself or the only flag it is a prefix
+// of; "" when none.
+std::string match_flag(const std::string& name) {
+  if (name.empty()) return "";
+  std::string found;
+  for (const auto& flag : launcher_flags()) {
+    if (flag == name) return flag;
+    if (flag.compare(0, name.size(), name) == 0) {
+      if (!found.empty()) return "";  // ambiguous: not ours to strip
+      found = flag;
+    }
+  }
+  return found;
+}
+
+std::string self_exe() {
+  std::string path(4096, '\0');
+  const ssize_t n = readlink("/proc/self/exe", path.data(), path.size());
+  if (n <= 0 || static_cast<size_t>(n) >= path.size()) return "/proc/self/exe";
+  path.resize(static_cast<size_t>(n));
+  return path;
+}
+
+}  // namespace
+
+const std::vector<std::string>& launcher_flags() {
+  static const std::vector<std::string> kFlags = {"nproc-per-node", "nnodes", "node-rank",
+                                                  "master-addr", "master-port"};
+  return kFlags;
+}
+
+std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+      const size_t eq = a.find('=');
+      const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      if (!match_flag(name).empty()) {
+        if (eq == std::string::npos) ++i;  // its value is the next argument
+        continue;
+      }
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+int run_launcher(const LaunchOptions& options, int argc, const char* const* argv) {
+  if (is_launched_worker()) {
+    std::cerr << "runner-host: error: --nproc-per-node/--nnodes given to a worker that the "
+                 "launcher started (RH_LAUNCHED=1): a launch cannot be nested\n";
+    return kExitInvalid;
+  }
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + std::max(argc, 0));
+  std::vector<std::string> worker_argv = strip_launcher_flags(args);
+  worker_argv.insert(worker_argv.begin(), self_exe());
+  try {
+    return launch(options, worker_argv);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "runner-host: error: " << e.what() << " (see runner-host --help)\n";
+    return kExitInvalid;
+  } catch (const std::exception& e) {
+    std::cerr << "runner-host: error: launcher: " << e.what() << "\n";
+    return kExitRunFailed;
+  }
+}
+
+}  // namespace rh::launch

@@ -1,0 +1,79 @@
+// The built-in launcher: `runner-host --nproc-per-node N` starts N local
+// workers (one per local rank) and supervises them. No LibTorch here.
+//
+// What launch() does, in order:
+//   1. Picks MASTER_PORT when it is 0 (binds an ephemeral port on master_addr;
+//      single node only, as the other nodes could not know the port).
+//   2. Starts every worker (fork + exec of worker_argv) with, on top of the
+//      launcher's own environment:
+//        RANK=node_rank*nproc+r  WORLD_SIZE=nnodes*nproc  LOCAL_RANK=r
+//        LOCAL_WORLD_SIZE=nproc  GROUP_RANK=node_rank  MASTER_ADDR  MASTER_PORT
+//        OMP_NUM_THREADS=max(1, cores/nproc) (unless already set)  RH_LAUNCHED=1
+//      Each worker runs in its own process group, with stdin from /dev/null, and
+//      with PR_SET_PDEATHSIG=SIGKILL, so that it dies if the launcher is killed
+//      (even by SIGKILL).
+//   3. Re-emits the workers' output line by line, each line prefixed
+//      "[rank N] " (stdout to stdout_fd, stderr to stderr_fd). A last line with
+//      no newline is emitted, with a newline added, at end of file; a line
+//      longer than 64 KiB is cut into 64 KiB lines.
+//   4. Forwards SIGINT, SIGTERM and SIGHUP received by the launcher to every
+//      running worker (to its process group), each time, and writes
+//        runner-host launcher: forwarding SIGTERM to the workers
+//      A signal ignored when launch() is called (nohup) stays ignored, by the
+//      launcher and by the workers. The workers have process groups of their
+//      own, so a terminal's Ctrl-C reaches them once, through the launcher.
+//   5. When a worker exits with a non-zero code or is killed by a signal, it
+//      writes to stderr_fd
+//        runner-host launcher: rank N exited with code C
+//        runner-host launcher: rank N killed by signal S (SIGNAME)
+//        runner-host launcher: stopping the other ranks (SIGTERM, then SIGKILL after G s)
+//      sends SIGTERM to the other workers (not when a signal was forwarded to
+//      them already: they are handling it), waits up to kill_grace_s, then
+//      sends SIGKILL to those left,
+//        runner-host launcher: rank N still running after G s: SIGKILL
+//      and reaps them all. Only the first failure is reported. A worker that
+//      cannot be executed counts as failed with code 127:
+//        runner-host launcher: cannot start rank N: execute PATH: REASON
+//      When a worker ends, whatever is left in its process group is killed.
+//   6. Returns the exit code to use: the first failing worker's code (128 + S
+//      for a signal), or 0 when every worker exited with 0.
+// Every worker is reaped before launch() returns: no zombie, no orphan.
+//
+// launch() installs its own SIGINT/SIGTERM/SIGHUP/SIGCHLD handlers while it
+// runs and restores the previous ones before it returns; call it from one
+// thread at a time (it is meant to be the whole program's work).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rh::launch {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;  // 0: pick a free port (nnodes == 1 only)
+  double kill_grace_s = 5;  // SIGTERM -> SIGKILL delay when stopping workers
+  int stdout_fd = 1;        // where the workers' prefixed stdout goes
+  int stderr_fd = 2;        // the workers' prefixed stderr and the launcher's messages
+};
+
+// Runs one worker per local rank and returns the exit code to use (see above).
+// Throws std::invalid_argument for bad options (nothing is started then):
+// nproc_per_node < 1, nnodes < 1, node_rank outside [0, nnodes), a port outside
+// [0, 65535], port 0 with nnodes > 1, an empty worker_argv, or a master_addr
+// where no free port can be bound (port 0). A system failure while starting the
+// workers (pipe, fork) stops those already started and returns 1; one before
+// any worker is started throws std::runtime_error.
+int launch(const LaunchOptions& options, const std::vector<std::string>& worker_argv);
+
+// A port that is free now on `addr` (an ephemeral port the kernel picked).
+// Throws std::runtime_error when nothing can be bound on addr.
+int pick_free_port(const std::string& addr);
+
+// The CPUs this process may run on (its affinity mask; at least 1).
+int available_cores();
+
+}  // namespace rh::launch

@@ -1,0 +1,260 @@
+// Distributed training end to end through the runner-host binary: ddp on 2
+// ranks against 1 rank with the global batch, exact resume under ddp,
+// communication overlapping backward, launches from a torchrun-style
+// environment, and faults (a killed worker, a failing worker, a rank with a
+// different model).
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "common/TestUtil.hpp"
+
+namespace fs = std::filesystem;
+using rh::test::quote;
+using ::testing::HasSubstr;
+
+namespace {
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// The float32 tensors of a safetensors file, by name.
+std::map<std::string, std::vector<float>> read_safetensors(const fs::path& p) {
+  std::string bytes = rh::test::read_file(p);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  YAML::Node header = YAML::Load(bytes.substr(8, n));  // JSON is YAML
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& kv : header) {
+    const std::string name = kv.first.as<std::string>();
+    if (name == "__metadata__" || kv.second["dtype"].as<std::string>() != "F32") continue;
+    const size_t begin = kv.second["data_offsets"][0].as<size_t>(),
+                 end = kv.second["data_offsets"][1].as<size_t>();
+    std::vector<float> v((end - begin) / 4);
+    std::memcpy(v.data(), bytes.data() + 8 + n + begin, end - begin);
+    out[name] = std::move(v);
+  }
+  return out;
+}
+
+// 800 samples: 50 iterations of a global batch of 16 per epoch.
+std::string job(const std::string& strategy, int batch, const std::string& train_cfg,
+                const std::string& hooks, const std::string& extra = "") {
+  return "seed: 3\n"
+         "model: {type: mlp, in_features: 16, hidden: [64, 64], num_classes: 4}\n"
+         "data:\n"
+         "  train: {dataset: {type: synthetic_classification, num_samples: 800, num_features: 16, "
+         "num_classes: 4},\n"
+         "          batch_size: " +
+         std::to_string(batch) +
+         ", shuffle: true, num_workers: 0}\n"
+         "optim_wrapper: {optimizer: {type: SGD, lr: 0.05, momentum: 0.9}}\n"
+         "train_cfg: " +
+         train_cfg + "\nstrategy: " + strategy +
+         "\nhooks:" + (hooks.empty() ? std::string(" []\n") : "\n" + hooks) +
+         "dist: {timeout_s: 20}\n" + extra;
+}
+
+class DistributedTest : public ::testing::Test {
+ protected:
+  rh::test::TempDir dir;
+
+  rh::test::CommandResult run(const std::string& name, const std::string& yaml,
+                              const std::string& args) {
+    dir.write(name + ".yaml", "work_dir: " + (dir / name).string() + "\n" + yaml);
+    return rh::test::run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " +
+                                 quote(RH_RUNNER_HOST) + " --config " + name + ".yaml " + args);
+  }
+  std::string launch2() const {
+    return "--nproc-per-node 2 --master-port " + std::to_string(free_port());
+  }
+};
+
+TEST_F(DistributedTest, DdpOnTwoRanksEqualsOneRankWithTheGlobalBatch) {
+  const std::string cfg = "{by_epoch: false, max_iters: 50}";
+  const std::string hooks =
+      "  - {type: checkpoint, by_epoch: false, interval: 50}\n  - {type: metrics}\n";
+  auto single = run("single", job("{type: single}", 16, cfg, hooks), "");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  auto ddp = run("ddp", job("{type: ddp}", 8, cfg, hooks), launch2());
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  auto a = read_safetensors(dir / "single/iter_50/model.safetensors");
+  auto b = read_safetensors(dir / "ddp/iter_50/model.safetensors");
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  // Tolerance 1e-5 relative to each tensor's largest magnitude: the two runs
+  // sum the same per-sample gradients in a different order (two half-batch
+  // means averaged vs one mean), so float32 rounding differs by ~1e-7 per
+  // step; 50 SGD steps with momentum keep that well under 1e-5.
+  for (const auto& [name, va] : a) {
+    const auto& vb = b.at(name);
+    ASSERT_EQ(va.size(), vb.size()) << name;
+    float max_abs = 0, max_diff = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      max_abs = std::max(max_abs, std::fabs(va[i]));
+      max_diff = std::max(max_diff, std::fabs(va[i] - vb[i]));
+    }
+    EXPECT_LE(max_diff, 1e-5f * max_abs)
+        << name << ": max |diff| " << max_diff << " vs max |value| " << max_abs;
+  }
+  // And the weights did move: the test compares trained parameters.
+  EXPECT_THAT(rh::test::read_file(dir / "ddp/metrics.jsonl"), HasSubstr("\"iter\": 50"));
+}
+
+TEST_F(DistributedTest, ExactResumeUnderDdp) {
+  const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 1}\n";
+  auto straight =
+      run("straight", job("{type: ddp}", 8, "{by_epoch: false, max_iters: 12}", hooks), launch2());
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  auto part =
+      run("resumed", job("{type: ddp}", 8, "{by_epoch: false, max_iters: 7}", hooks), launch2());
+  ASSERT_EQ(part.exit_code, 0) << part.output;
+  auto rest = run(
+      "resumed", job("{type: ddp}", 8, "{by_epoch: false, max_iters: 12}", hooks, "resume: auto\n"),
+      launch2());
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(rh::test::read_file(dir / "straight/iter_12" / f),
+              rh::test::read_file(dir / "resumed/iter_12" / f))
+        << f;
+}
+
+TEST_F(DistributedTest, BucketsAreAllReducedDuringBackward) {
+  // Small buckets: several per backward; the first ones must be issued
+  // before backward returns (the strategy counts them as it issues them).
+  auto r = run("overlap",
+               job("{type: ddp, first_bucket_mb: 0.001, bucket_cap_mb: 0.01}", 8,
+                   "{by_epoch: false, max_iters: 3}", "  - {type: metrics}\n"),
+               launch2());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(rh::test::read_file(dir / "overlap/metrics.jsonl"));
+  int train_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    auto at = line.find("\"ddp/buckets_launched_in_backward\": ");
+    if (at == std::string::npos) continue;
+    ++train_lines;
+    EXPECT_GE(std::stod(line.substr(at + 36)), 1.0) << line;
+  }
+  EXPECT_EQ(train_lines, 3);
+}
+
+TEST_F(DistributedTest, TorchrunStyleEnvironmentAndADifferentModelOnOneRank) {
+  const std::string yaml = job("{type: ddp}", 8, "{by_epoch: false, max_iters: 2}", "");
+  dir.write("env.yaml", "work_dir: " + (dir / "env").string() + "\n" + yaml);
+  auto launch_by_hand = [&](const std::string& rank1_args) {
+    const std::string port = std::to_string(free_port());
+    const std::string common =
+        "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ";
+    const std::string exe = quote(RH_RUNNER_HOST) + " --config env.yaml";
+    return rh::test::run_command(
+        "cd " + quote(dir.path().string()) + " && { (env " + common + "RANK=1 LOCAL_RANK=1 " + exe +
+        " " + rank1_args + " > rank1.log 2>&1; echo rank1=$? >> rank1.log) & env " + common +
+        "RANK=0 LOCAL_RANK=0 " + exe + "; echo rank0=$?; wait; cat rank1.log; }");
+  };
+  auto ok = launch_by_hand("");
+  EXPECT_THAT(ok.output, HasSubstr("rank0=0")) << ok.output;
+  EXPECT_THAT(ok.output, HasSubstr("rank1=0")) << ok.output;
+  auto bad = launch_by_hand("--set 'model.hidden=[64, 32]'");
+  EXPECT_THAT(
+      bad.output,
+      HasSubstr("rank 1 built a different model than rank 0; first difference: rank 0 has "
+                "'layers.1.weight Float [64, 64]', rank 1 has 'layers.1.weight Float [32, 64]'"))
+      << bad.output;
+  EXPECT_THAT(bad.output, ::testing::Not(HasSubstr("rank0=0")));
+  EXPECT_THAT(bad.output, ::testing::Not(HasSubstr("rank1=0")));
+}
+
+// Runs the launcher in the background; returns its pid.
+pid_t spawn_launcher(const fs::path& dir, const std::string& args, const fs::path& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    std::string cmd = "cd " + quote(dir.string()) + " && exec " + quote(RH_RUNNER_HOST) + " " +
+                      args + " > " + quote(log.string()) + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = rh::test::read_file(e.path() / "stat");
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state;
+    pid_t ppid;
+    rest >> state >> ppid;
+    if (ppid == pid) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+TEST_F(DistributedTest, AKilledWorkerStopsTheLauncherAndLeavesNoProcess) {
+  dir.write("long.yaml", "work_dir: " + (dir / "long").string() + "\n" +
+                             job("{type: ddp}", 8, "{by_epoch: false, max_iters: 1000000}",
+                                 "  - {type: metrics}\n"));
+  pid_t launcher = spawn_launcher(dir.path(), "--config long.yaml " + launch2(), dir / "long.log");
+  // Wait until training runs.
+  for (int i = 0; i < 300 && !fs::exists(dir / "long/metrics.jsonl"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(dir / "long/metrics.jsonl")) << rh::test::read_file(dir / "long.log");
+  std::vector<pid_t> workers = children_of(launcher);
+  ASSERT_EQ(workers.size(), 2u);
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(workers[1], SIGKILL);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0)
+      << rh::test::read_file(dir / "long.log");
+  EXPECT_LE(seconds, 20 + 10);  // dist.timeout_s + 10
+  for (pid_t w : workers) EXPECT_FALSE(alive(w)) << "worker " << w << " survived";
+  EXPECT_THAT(rh::test::read_file(dir / "long.log"), HasSubstr("killed by signal 9"));
+}
+
+TEST_F(DistributedTest, AFailingWorkerStopsTheOthersWithItsExitCode) {
+  const std::string fail_hook =
+      "  - {type: fail_on_rank, plugin: " +
+      (fs::path(RH_TEST_PLUGIN_DIR) / "librh_test_fail_on_rank.so").string() +
+      ", rank: 1, iter: 3}\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run("fail", job("{type: ddp}", 8, "{by_epoch: false, max_iters: 1000000}", fail_hook),
+               launch2());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 1]"));
+  EXPECT_THAT(r.output, HasSubstr("failing on purpose at rank 1, iteration 3"));
+  EXPECT_LE(seconds, 20 + 10);
+}
+
+}  // namespace

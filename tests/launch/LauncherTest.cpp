@@ -1,0 +1,422 @@
+// The built-in launcher (host/launch/Launcher): environment per rank, output
+// prefixing, exit codes, signals, and that no process outlives it. The workers
+// are rh_launch_test_worker (see TestWorker.cpp for its little script).
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "common/TestUtil.hpp"
+#include "launch/Launcher.hpp"
+
+namespace fs = std::filesystem;
+using rh::launch::launch;
+using rh::launch::LaunchOptions;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Sets (or unsets) an environment variable for a scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+bool wait_until(const std::function<bool()>& done, double timeout_s) {
+  const auto until = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!done()) {
+    if (Clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+bool gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+// Waits for our child `pid`; SIGKILLs it after timeout_s. Returns its status.
+std::optional<int> wait_child(pid_t pid, double timeout_s) {
+  int status = 0;
+  if (wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout_s)) return status;
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return std::nullopt;
+}
+
+// Makes this process the reaper of its orphaned descendants for a scope, so
+// that a test can wait for (and see how died) the workers of a dead launcher.
+class ScopedSubreaper {
+ public:
+  ScopedSubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+  ~ScopedSubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 0); }
+  ScopedSubreaper(const ScopedSubreaper&) = delete;
+  ScopedSubreaper& operator=(const ScopedSubreaper&) = delete;
+};
+
+struct LaunchRun {
+  int code = -1;
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+// The lines of `text` that start with `prefix`, without it, in order.
+std::vector<std::string> lines_of(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(prefix.size()));
+  return out;
+}
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  rh::test::TempDir dir;
+  const fs::path pid_dir = dir / "pids";
+
+  void SetUp() override { fs::create_directories(pid_dir); }
+
+  static LaunchOptions options(int nproc) {
+    LaunchOptions o;
+    o.nproc_per_node = nproc;
+    o.master_port = 0;
+    o.kill_grace_s = 3;
+    return o;
+  }
+
+  static std::vector<std::string> worker(std::vector<std::string> script) {
+    script.insert(script.begin(), RH_LAUNCH_TEST_WORKER);
+    return script;
+  }
+
+  int open_output(const std::string& name) const {
+    return open((dir / name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+
+  // Runs the launcher in this process, its output to files.
+  LaunchRun run(LaunchOptions o, const std::vector<std::string>& script) {
+    LaunchRun r;
+    o.stdout_fd = open_output("out");
+    o.stderr_fd = open_output("err");
+    const auto t0 = Clock::now();
+    r.code = launch(o, worker(script));
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    close(o.stdout_fd);
+    close(o.stderr_fd);
+    r.out = rh::test::read_file(dir / "out");
+    r.err = rh::test::read_file(dir / "err");
+    return r;
+  }
+
+  // Starts the launcher in a child process (so that it can be signalled or
+  // killed); its exit code is launch()'s.
+  pid_t start_launcher_process(LaunchOptions o, const std::vector<std::string>& script,
+                               const std::function<void()>& before = {}) {
+    o.stdout_fd = open_output("out");
+    o.stderr_fd = open_output("err");
+    const std::vector<std::string> argv = worker(script);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (before) before();
+      int code = 99;
+      try {
+        code = launch(o, argv);
+      } catch (...) {
+      }
+      _exit(code);
+    }
+    close(o.stdout_fd);
+    close(o.stderr_fd);
+    return pid;
+  }
+
+  bool wait_for_pids(int n, const std::string& stem = "pid.") const {
+    return wait_until(
+        [&] {
+          for (int r = 0; r < n; ++r)
+            if (!fs::exists(pid_dir / (stem + std::to_string(r)))) return false;
+          return true;
+        },
+        10);
+  }
+
+  std::vector<pid_t> pids(const std::string& stem = "pid.") const {
+    std::vector<pid_t> out;
+    for (const auto& entry : fs::directory_iterator(pid_dir)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(stem, 0) == 0 && name.find(".tmp") == std::string::npos)
+        out.push_back(std::stoi(rh::test::read_file(entry.path())));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  void expect_all_gone(const std::string& stem = "pid.") const {
+    for (pid_t pid : pids(stem)) EXPECT_TRUE(gone(pid)) << "process " << pid << " is left";
+  }
+};
+
+TEST_F(LauncherTest, EachRankGetsItsEnvironment) {
+  ScopedEnv omp("OMP_NUM_THREADS", nullptr);
+  LaunchRun r = run(options(2), {"env"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (int rank : {0, 1}) {
+    const std::string p = "[rank " + std::to_string(rank) + "] ";
+    EXPECT_THAT(r.out, HasSubstr(p + "RANK=" + std::to_string(rank) + "\n"));
+    EXPECT_THAT(r.out, HasSubstr(p + "LOCAL_RANK=" + std::to_string(rank) + "\n"));
+    EXPECT_THAT(r.out, HasSubstr(p + "WORLD_SIZE=2\n"));
+    EXPECT_THAT(r.out, HasSubstr(p + "LOCAL_WORLD_SIZE=2\n"));
+    EXPECT_THAT(r.out, HasSubstr(p + "GROUP_RANK=0\n"));
+    EXPECT_THAT(r.out, HasSubstr(p + "MASTER_ADDR=127.0.0.1\n"));
+    EXPECT_THAT(r.out, HasSubstr(p + "RH_LAUNCHED=1\n"));
+    EXPECT_THAT(r.out,
+                HasSubstr(p + "OMP_NUM_THREADS=" +
+                          std::to_string(std::max(1, rh::launch::available_cores() / 2)) + "\n"));
+  }
+  // Port 0: one free port was picked, the same for both ranks.
+  std::smatch m;
+  const std::regex port_re("\\[rank 0\\] MASTER_PORT=([0-9]+)\n");
+  ASSERT_TRUE(std::regex_search(r.out, m, port_re)) << r.out;
+  const int port = std::stoi(m[1]);
+  EXPECT_GT(port, 0);
+  EXPECT_LE(port, 65535);
+  EXPECT_THAT(r.out, HasSubstr("[rank 1] MASTER_PORT=" + std::to_string(port) + "\n"));
+}
+
+TEST_F(LauncherTest, SecondNodeRanksAndUserThreadSetting) {
+  ScopedEnv omp("OMP_NUM_THREADS", "7");
+  ScopedEnv stale("RANK", "42");  // the launcher's own RANK must not leak through
+  LaunchOptions o = options(2);
+  o.nnodes = 3;
+  o.node_rank = 1;
+  o.master_addr = "10.1.2.3";
+  o.master_port = 29555;
+  LaunchRun r = run(o, {"env"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[rank 2] RANK=2\n"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 3] RANK=3\n"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 3] LOCAL_RANK=1\n"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 2] WORLD_SIZE=6\n"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 3] GROUP_RANK=1\n"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 2] MASTER_ADDR=10.1.2.3\n"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 3] MASTER_PORT=29555\n"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 2] OMP_NUM_THREADS=7\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("RANK=42")));
+}
+
+TEST_F(LauncherTest, PrefixesEveryLineWithTheRank) {
+  LaunchRun r = run(options(2), {"out", "first", "err", "oops", "out", "second", "long", "70000",
+                                 "partial", "no newline"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (const std::string p : {"[rank 0] ", "[rank 1] "}) {
+    // A line longer than 64 KiB comes in 64 KiB pieces, each prefixed; the last
+    // line, with no newline, is flushed at end of file.
+    EXPECT_EQ(lines_of(r.out, p),
+              (std::vector<std::string>{"first", "second", std::string(65536, 'x'),
+                                        std::string(70000 - 65536, 'x'), "no newline"}));
+    EXPECT_EQ(lines_of(r.err, p), (std::vector<std::string>{"oops"}));
+  }
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_THAT(line, ::testing::MatchesRegex("\\[rank [01]\\] .*")) << line.substr(0, 80);
+  EXPECT_EQ(r.out.back(), '\n');
+}
+
+TEST_F(LauncherTest, AFailingRankStopsTheOthersAndGivesItsCode) {
+  const std::string d = pid_dir.string();
+  LaunchRun r =
+      run(options(2), {"pidfile", d, "@1", "wait-pids", d, "2", "@1", "exit", "3", "sleep", "30"});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("runner-host launcher: rank 1 exited with code 3\n"));
+  EXPECT_THAT(r.err, HasSubstr("runner-host launcher: stopping the other ranks"));
+  EXPECT_LT(r.seconds, 10) << "rank 0 (sleeping 30 s) was not stopped";
+  ASSERT_EQ(pids().size(), 2u);
+  expect_all_gone();
+}
+
+TEST_F(LauncherTest, ARankKilledBySigkillGives137) {
+  const std::string d = pid_dir.string();
+  LaunchRun r = run(options(3),
+                    {"pidfile", d, "@2", "wait-pids", d, "3", "@2", "signal", "9", "sleep", "30"});
+  EXPECT_EQ(r.code, 137) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("runner-host launcher: rank 2 killed by signal 9 (SIGKILL)\n"));
+  EXPECT_LT(r.seconds, 10) << "the other ranks were not stopped";
+  ASSERT_EQ(pids().size(), 3u);
+  expect_all_gone();
+}
+
+TEST_F(LauncherTest, ARankIgnoringSigtermIsKilledAfterTheGrace) {
+  const std::string d = pid_dir.string();
+  LaunchOptions o = options(2);
+  o.kill_grace_s = 0.5;
+  LaunchRun r = run(o, {"@0", "ignore-term", "pidfile", d, "@1", "wait-pids", d, "2", "@1", "exit",
+                        "2", "sleep", "30"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("runner-host launcher: rank 1 exited with code 2\n"));
+  EXPECT_THAT(r.err,
+              HasSubstr("runner-host launcher: rank 0 still running after 0.5 s: SIGKILL\n"));
+  EXPECT_GE(r.seconds, 0.5);
+  EXPECT_LT(r.seconds, 10);
+  expect_all_gone();
+}
+
+TEST_F(LauncherTest, AWorkerThatCannotStartFailsTheLaunch) {
+  LaunchOptions o = options(2);
+  o.stdout_fd = open_output("out");
+  o.stderr_fd = open_output("err");
+  const int code = launch(o, {(dir / "no-such-program").string()});
+  close(o.stdout_fd);
+  close(o.stderr_fd);
+  EXPECT_EQ(code, 127);
+  EXPECT_THAT(rh::test::read_file(dir / "err"),
+              HasSubstr("runner-host launcher: cannot start rank 0: execute "));
+}
+
+TEST_F(LauncherTest, SignalsToTheLauncherReachEveryWorker) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(sig);
+    fs::remove_all(pid_dir);
+    fs::create_directories(pid_dir);
+    const std::string d = pid_dir.string();
+    const pid_t launcher = start_launcher_process(
+        options(2), {"trap", std::to_string(sig), "pidfile", d, "sleep", "30"});
+    ASSERT_TRUE(wait_for_pids(2));
+    ASSERT_EQ(kill(launcher, sig), 0);
+    auto status = wait_child(launcher, 10);
+    ASSERT_TRUE(status.has_value()) << "the launcher did not return";
+    ASSERT_TRUE(WIFEXITED(*status));
+    EXPECT_EQ(WEXITSTATUS(*status), 128 + sig);
+    const std::string out = rh::test::read_file(dir / "out");
+    const std::string err = rh::test::read_file(dir / "err");
+    EXPECT_THAT(out, HasSubstr("[rank 0] got signal " + std::to_string(sig) + "\n")) << err;
+    EXPECT_THAT(out, HasSubstr("[rank 1] got signal " + std::to_string(sig) + "\n")) << err;
+    EXPECT_THAT(
+        err, HasSubstr("runner-host launcher: forwarding " +
+                       std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + " to the workers\n"));
+    expect_all_gone();
+  }
+}
+
+TEST_F(LauncherTest, AnIgnoredSignalStaysIgnored) {
+  const std::string d = pid_dir.string();
+  const pid_t launcher = start_launcher_process(options(2), {"pidfile", d, "sleep", "30"},
+                                                [] { signal(SIGHUP, SIG_IGN); });  // nohup
+  ASSERT_TRUE(wait_for_pids(2));
+  ASSERT_EQ(kill(launcher, SIGHUP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int status = 0;
+  EXPECT_EQ(waitpid(launcher, &status, WNOHANG), 0) << "SIGHUP stopped the launcher";
+  for (pid_t pid : pids()) EXPECT_FALSE(gone(pid)) << "SIGHUP stopped a worker";
+  ASSERT_EQ(kill(launcher, SIGTERM), 0);
+  auto end = wait_child(launcher, 10);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_TRUE(WIFEXITED(*end) && WEXITSTATUS(*end) == 128 + SIGTERM);
+  EXPECT_THAT(rh::test::read_file(dir / "err"), Not(HasSubstr("SIGHUP")));
+  expect_all_gone();
+}
+
+TEST_F(LauncherTest, WorkersDieWithAKilledLauncher) {
+  ScopedSubreaper subreaper;  // the orphaned workers come to this process
+  const std::string d = pid_dir.string();
+  const pid_t launcher =
+      start_launcher_process(options(2), {"ignore-term", "pidfile", d, "sleep", "30"});
+  ASSERT_TRUE(wait_for_pids(2));
+  ASSERT_EQ(kill(launcher, SIGKILL), 0);
+  ASSERT_TRUE(wait_child(launcher, 10).has_value());
+  for (pid_t pid : pids()) {
+    auto status = wait_child(pid, 5);  // PR_SET_PDEATHSIG: SIGKILL at once
+    ASSERT_TRUE(status.has_value()) << "worker " << pid << " survived its launcher";
+    EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL);
+    EXPECT_TRUE(gone(pid));
+  }
+}
+
+TEST_F(LauncherTest, WhatAWorkerLeavesBehindIsKilled) {
+  ScopedSubreaper subreaper;  // the worker's orphaned child comes to this process
+  const std::string d = pid_dir.string();
+  LaunchRun r = run(options(1), {"spawn-child", d, "out", "done"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[rank 0] done\n"));
+  const std::vector<pid_t> children = pids("child.");
+  ASSERT_EQ(children.size(), 1u);
+  auto status = wait_child(children[0], 5);
+  ASSERT_TRUE(status.has_value()) << "the worker's child survived";
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL);
+}
+
+TEST_F(LauncherTest, SignalHandlingIsRestoredAfterwards) {
+  struct sigaction before {};
+  sigaction(SIGTERM, nullptr, &before);
+  LaunchRun r = run(options(1), {"out", "x"});
+  ASSERT_EQ(r.code, 0);
+  struct sigaction after {};
+  sigaction(SIGTERM, nullptr, &after);
+  EXPECT_EQ(before.sa_handler, after.sa_handler);
+}
+
+TEST_F(LauncherTest, BadOptionsStartNothing) {
+  auto expect_invalid = [&](LaunchOptions o, const std::string& text) {
+    try {
+      launch(o, worker({"out", "started"}));
+      ADD_FAILURE() << "no error for: " << text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), HasSubstr(text));
+    }
+  };
+  LaunchOptions o = options(0);
+  expect_invalid(o, "--nproc-per-node: expected 1 or more, got 0");
+  o = options(2);
+  o.nnodes = 2;
+  o.master_port = 0;
+  expect_invalid(o, "--master-port 0 (pick a free port) needs --nnodes 1");
+  o.master_port = 29500;
+  o.node_rank = 2;
+  expect_invalid(o, "--node-rank: expected 0 to 1");
+  o = options(1);
+  o.master_port = 70000;
+  expect_invalid(o, "--master-port: expected 0 to 65535");
+  try {
+    launch(options(1), {});
+    ADD_FAILURE() << "no error for an empty command";
+  } catch (const std::invalid_argument&) {
+  }
+}
+
+TEST(PickFreePort, BindsOnTheGivenAddress) {
+  const int port = rh::launch::pick_free_port("127.0.0.1");
+  EXPECT_GT(port, 0);
+  EXPECT_THROW(rh::launch::pick_free_port("no-such-host.invalid"), std::runtime_error);
+}
+
+}  // namespace

@@ -1,0 +1,140 @@
+// rh_launch_test_worker: a stand-in for runner-host that the launcher tests
+// start. It runs its arguments as a little script, in order:
+//   @R CMD ...      run CMD only when RANK == R
+//   out TEXT        print TEXT and a newline to stdout
+//   err TEXT        print TEXT and a newline to stderr
+//   partial TEXT    print TEXT to stdout, no newline
+//   long N          print N 'x' and a newline to stdout
+//   env             print RANK=... WORLD_SIZE=... (one line per launcher variable)
+//   pidfile DIR     write this pid to DIR/pid.<RANK> (atomically)
+//   wait-pids DIR N wait until DIR/pid.0 ... DIR/pid.<N-1> exist (10 s at most)
+//   spawn-child DIR start a child that sleeps 30 s; its pid goes to DIR/child.<RANK>
+//   sleep S         sleep S seconds (fractions allowed)
+//   exit C          exit with code C
+//   signal S        die by signal S
+//   ignore-term     ignore SIGTERM
+//   trap S          on signal S print "got signal S" and exit with 128 + S
+//   kill-launcher S send signal S to the parent (the launcher)
+// and exits with 0 at the end.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : fallback;
+}
+
+void on_trapped(int sig) {
+  char line[32];
+  const int n = std::snprintf(line, sizeof(line), "got signal %d\n", sig);
+  ssize_t written = write(STDOUT_FILENO, line, static_cast<size_t>(n));
+  (void)written;
+  _exit(128 + sig);
+}
+
+void write_pid(const std::string& path, pid_t pid) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << pid << "\n";
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+}  // namespace
+
+namespace {
+
+int arity(const std::string& cmd) {
+  if (cmd == "env" || cmd == "ignore-term") return 0;
+  if (cmd == "wait-pids") return 2;
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string rank = env_or("RANK", "0");
+  for (int i = 1; i < argc; ++i) {
+    std::string cmd = argv[i];
+    if (cmd.size() > 1 && cmd[0] == '@') {
+      const bool mine = cmd.substr(1) == rank;
+      if (++i >= argc) break;
+      cmd = argv[i];
+      if (!mine) {
+        i += arity(cmd);
+        continue;
+      }
+    }
+    if (i + arity(cmd) >= argc) {
+      std::fprintf(stderr, "test worker: %s needs %d argument(s)\n", cmd.c_str(), arity(cmd));
+      return 100;
+    }
+    auto arg = [&]() -> std::string { return argv[++i]; };
+    if (cmd == "out") {
+      std::printf("%s\n", arg().c_str());
+      std::fflush(stdout);
+    } else if (cmd == "err") {
+      std::fprintf(stderr, "%s\n", arg().c_str());
+      std::fflush(stderr);
+    } else if (cmd == "partial") {
+      std::printf("%s", arg().c_str());
+      std::fflush(stdout);
+    } else if (cmd == "long") {
+      std::printf("%s\n", std::string(std::stoul(arg()), 'x').c_str());
+      std::fflush(stdout);
+    } else if (cmd == "env") {
+      for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                               "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "RH_LAUNCHED"})
+        std::printf("%s=%s\n", name, env_or(name, "(unset)").c_str());
+      std::fflush(stdout);
+    } else if (cmd == "pidfile") {
+      write_pid(arg() + "/pid." + rank, getpid());
+    } else if (cmd == "wait-pids") {
+      const std::string dir = arg();
+      const int n = std::stoi(arg());
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      for (int r = 0; r < n; ++r)
+        while (!exists(dir + "/pid." + std::to_string(r)) &&
+               std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } else if (cmd == "spawn-child") {
+      const std::string dir = arg();
+      const pid_t child = fork();
+      if (child == 0) {
+        for (int s = 0; s < 300; ++s) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        _exit(0);
+      }
+      write_pid(dir + "/child." + rank, child);
+    } else if (cmd == "sleep") {
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(arg())));
+    } else if (cmd == "exit") {
+      std::fflush(nullptr);
+      return std::stoi(arg());
+    } else if (cmd == "signal") {
+      const int sig = std::stoi(arg());
+      std::fflush(nullptr);
+      signal(sig, SIG_DFL);
+      raise(sig);
+    } else if (cmd == "ignore-term") {
+      signal(SIGTERM, SIG_IGN);
+    } else if (cmd == "trap") {
+      signal(std::stoi(arg()), on_trapped);
+    } else if (cmd == "kill-launcher") {
+      kill(getppid(), std::stoi(arg()));
+    } else {
+      std::fprintf(stderr, "test worker: unknown command '%s'\n", cmd.c_str());
+      return 100;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,221 @@
+// What a worker reads from its environment (host/launch/WorkerEnv) and how the
+// launcher flags are taken off the workers' command line (LaunchMain).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "launch/LaunchMain.hpp"
+#include "launch/Launcher.hpp"
+#include "launch/WorkerEnv.hpp"
+
+using rh::launch::DistEnv;
+using rh::launch::read_dist_env;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+DistEnv read(const Env& env) {
+  return read_dist_env([&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string error_of(const Env& env) {
+  try {
+    read(env);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(DistEnv, NothingSetIsOneProcess) {
+  DistEnv e = read({});
+  EXPECT_EQ(e.source, "none");
+  EXPECT_EQ(e.rank, 0);
+  EXPECT_EQ(e.world_size, 1);
+  EXPECT_EQ(e.local_world_size, 1);
+  // A SLURM batch script's own shell (no srun step) is one process too.
+  EXPECT_EQ(read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).source, "none");
+}
+
+TEST(DistEnv, LauncherAndTorchrun) {
+  Env env = {{"RANK", "3"},          {"WORLD_SIZE", "4"},
+             {"LOCAL_RANK", "1"},    {"LOCAL_WORLD_SIZE", "2"},
+             {"GROUP_RANK", "1"},    {"MASTER_ADDR", "node0"},
+             {"MASTER_PORT", "1234"}};
+  DistEnv e = read(env);
+  EXPECT_EQ(e.source, "torchrun");
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.world_size, 4);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_world_size, 2);
+  EXPECT_EQ(e.node_rank, 1);
+  EXPECT_EQ(e.master_addr, "node0");
+  EXPECT_EQ(e.master_port, 1234);
+  env["RH_LAUNCHED"] = "1";
+  EXPECT_EQ(read(env).source, "launcher");
+  // Before SLURM and Open MPI variables (torchrun inside srun).
+  env["SLURM_PROCID"] = "0";
+  env["SLURM_STEP_NUM_TASKS"] = "1";
+  env["OMPI_COMM_WORLD_RANK"] = "0";
+  env["OMPI_COMM_WORLD_SIZE"] = "1";
+  EXPECT_EQ(read(env).rank, 3);
+  // A hand-made env:// with RANK and WORLD_SIZE only: one node.
+  e = read({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_world_size, 2);
+  EXPECT_EQ(e.master_addr, "127.0.0.1");
+  EXPECT_EQ(e.master_port, 29500);
+}
+
+TEST(DistEnv, OpenMpi) {
+  Env env = {{"OMPI_COMM_WORLD_RANK", "5"},
+             {"OMPI_COMM_WORLD_SIZE", "8"},
+             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+             {"MASTER_ADDR", "host0"},
+             // mpirun inside an allocation inherits SLURM's variables: ignored
+             {"SLURM_PROCID", "1"},
+             {"SLURM_STEP_NUM_TASKS", "2"}};
+  DistEnv e = read(env);
+  EXPECT_EQ(e.source, "openmpi");
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.world_size, 8);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_world_size, 4);
+  EXPECT_EQ(e.node_rank, 1);
+  EXPECT_EQ(e.master_addr, "host0");
+  EXPECT_EQ(e.master_port, 29500);
+  env.erase("MASTER_ADDR");
+  EXPECT_THAT(error_of(env), HasSubstr("MASTER_ADDR is not set"));
+  // One node: the master is this host.
+  e = read({{"OMPI_COMM_WORLD_RANK", "1"},
+            {"OMPI_COMM_WORLD_SIZE", "2"},
+            {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+            {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  EXPECT_EQ(e.master_addr, "127.0.0.1");
+}
+
+TEST(DistEnv, Slurm) {
+  Env env = {{"SLURM_PROCID", "4"},
+             {"SLURM_STEP_NUM_TASKS", "7"},
+             {"SLURM_LOCALID", "0"},
+             {"SLURM_NODEID", "2"},
+             {"SLURM_STEP_TASKS_PER_NODE", "2(x2),3"},
+             {"SLURM_STEP_NODELIST", "gpu[07-09],cpu1"},
+             {"SLURM_JOB_ID", "123456"}};
+  DistEnv e = read(env);
+  EXPECT_EQ(e.source, "slurm");
+  EXPECT_EQ(e.rank, 4);
+  EXPECT_EQ(e.world_size, 7);
+  EXPECT_EQ(e.local_rank, 0);
+  EXPECT_EQ(e.local_world_size, 3);
+  EXPECT_EQ(e.node_rank, 2);
+  EXPECT_EQ(e.master_addr, "gpu07");
+  EXPECT_EQ(e.master_port, 15000 + 123456 % 10000);
+  env["MASTER_ADDR"] = "10.0.0.1";
+  env["MASTER_PORT"] = "4000";
+  e = read(env);
+  EXPECT_EQ(e.master_addr, "10.0.0.1");
+  EXPECT_EQ(e.master_port, 4000);
+}
+
+TEST(DistEnv, BadValuesNameTheVariable) {
+  EXPECT_THAT(error_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}),
+              HasSubstr("RANK='x': expected an integer"));
+  EXPECT_THAT(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}),
+              HasSubstr("the rank must be in [0, world size)"));
+  EXPECT_THAT(
+      error_of(
+          {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}}),
+      HasSubstr("the local rank must be in [0, local world size)"));
+  EXPECT_THAT(error_of({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}}),
+              HasSubstr("SLURM_STEP_NODELIST"));
+}
+
+TEST(DistEnv, FirstSlurmHost) {
+  EXPECT_EQ(rh::launch::first_slurm_host("node1"), "node1");
+  EXPECT_EQ(rh::launch::first_slurm_host("a,b"), "a");
+  EXPECT_EQ(rh::launch::first_slurm_host("gnode[10,20,25]"), "gnode10");
+  EXPECT_EQ(rh::launch::first_slurm_host("n[003-005,9],m1"), "n003");
+  EXPECT_EQ(rh::launch::first_slurm_host("rack[1-2]-n[01-04]"), "rack1-n01");
+}
+
+TEST(IntraOpThreads, CoresShareAmongTheLocalRanks) {
+  // The environment is process-wide: set and restore by hand.
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const std::string omp_saved = omp ? omp : "";
+  unsetenv("OMP_NUM_THREADS");
+  unsetenv("LOCAL_WORLD_SIZE");
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  const int cores = rh::launch::available_cores();
+  EXPECT_EQ(rh::launch::default_intra_op_threads(), std::max(1, cores / 2));
+  setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_EQ(rh::launch::default_intra_op_threads(), 3);
+  unsetenv("OMP_NUM_THREADS");
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) unsetenv(name);
+  EXPECT_EQ(rh::launch::default_intra_op_threads(), cores);
+  if (omp) setenv("OMP_NUM_THREADS", omp_saved.c_str(), 1);
+}
+
+TEST(RankLogging, OnlyRankZeroLogsInfo) {
+  auto logger = std::make_shared<spdlog::logger>("rank-logging-test",
+                                                 std::make_shared<spdlog::sinks::null_sink_mt>());
+  spdlog::register_logger(logger);
+  auto quiet = std::make_shared<spdlog::logger>("rank-logging-quiet",
+                                                std::make_shared<spdlog::sinks::null_sink_mt>());
+  spdlog::register_logger(quiet);
+  const auto saved = spdlog::default_logger()->level();
+  unsetenv("RH_LOG_ALL_RANKS");
+
+  spdlog::set_level(spdlog::level::info);
+  rh::launch::configure_rank_logging(0);
+  EXPECT_EQ(logger->level(), spdlog::level::info);
+
+  quiet->set_level(spdlog::level::err);
+  rh::launch::configure_rank_logging(1);
+  EXPECT_EQ(logger->level(), spdlog::level::warn);
+  EXPECT_EQ(quiet->level(), spdlog::level::err) << "a quieter logger stays quieter";
+
+  spdlog::set_level(spdlog::level::info);
+  setenv("RH_LOG_ALL_RANKS", "1", 1);
+  rh::launch::configure_rank_logging(1);
+  EXPECT_EQ(logger->level(), spdlog::level::info);
+  unsetenv("RH_LOG_ALL_RANKS");
+
+  spdlog::drop("rank-logging-test");
+  spdlog::drop("rank-logging-quiet");
+  spdlog::set_level(saved);
+}
+
+TEST(StripLauncherFlags, BothFormsAndPrefixes) {
+  using rh::launch::strip_launcher_flags;
+  EXPECT_THAT(strip_launcher_flags({"--nproc-per-node", "2", "--config", "job.yaml"}),
+              ElementsAre("--config", "job.yaml"));
+  EXPECT_THAT(strip_launcher_flags({"--config=j.yaml", "--nproc-per-node=2", "--nnodes", "2",
+                                    "--node-rank=1", "--master-addr", "h", "--master-port=0",
+                                    "--set", "a=1"}),
+              ElementsAre("--config=j.yaml", "--set", "a=1"));
+  // Boost.Program_options accepts an unambiguous prefix: so does the strip.
+  EXPECT_THAT(strip_launcher_flags({"--nproc", "2", "--version"}), ElementsAre("--version"));
+  EXPECT_THAT(strip_launcher_flags({"--master-a=h", "--version"}), ElementsAre("--version"));
+  // Not ours: an ambiguous prefix, other options, values that look like flags
+  // of another option, and everything after `--`.
+  EXPECT_THAT(strip_launcher_flags({"--master", "x"}), ElementsAre("--master", "x"));
+  EXPECT_THAT(strip_launcher_flags({"--set", "nnodes=2", "--", "--nnodes", "2"}),
+              ElementsAre("--set", "nnodes=2", "--", "--nnodes", "2"));
+  EXPECT_THAT(strip_launcher_flags({"--nnodes"}), ElementsAre());
+}
+
+}  // namespace

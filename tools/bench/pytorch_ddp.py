@@ -1,0 +1,64 @@
+"""PyTorch's own DistributedDataParallel on the bench job, for bench_ddp.sh.
+
+Launched by `python3 -m torch.distributed.run --nproc_per_node 2 ...` (Debian's
+python3-torch, Gloo). Same MLP shape, per-rank batch, optimizer, bucket cap
+and intra-op threads as the runner-host job; random inputs (their values do
+not change the time). Prints `pytorch ddp: <ms> ms/iteration` on rank 0.
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--in-features", type=int, default=256)
+    p.add_argument("--hidden", type=int, nargs="+", default=[1024, 1024])
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--bucket-cap-mb", type=float, default=25)
+    a = p.parse_args()
+
+    dist.init_process_group("gloo")
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    torch.manual_seed(0)
+    layers, width = [], a.in_features
+    for h in a.hidden:
+        layers += [nn.Linear(width, h), nn.ReLU()]
+        width = h
+    layers.append(nn.Linear(width, a.classes))
+    model = DistributedDataParallel(nn.Sequential(*layers), bucket_cap_mb=a.bucket_cap_mb)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    xs = torch.randn(16, a.batch, a.in_features)
+    ys = torch.randint(0, a.classes, (16, a.batch))
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(i):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xs[i % 16]), ys[i % 16])
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for i in range(a.warmup):
+        step(i)
+    dist.barrier()
+    t0 = time.perf_counter()
+    for i in range(a.iters):
+        step(i)
+    dist.barrier()
+    ms = 1e3 * (time.perf_counter() - t0) / a.iters
+    if dist.get_rank() == 0:
+        print(f"pytorch ddp: {ms:.4f} ms/iteration")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
