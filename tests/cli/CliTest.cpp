@@ -268,3 +268,20 @@ TEST_F(CliTest, ThePluginSearchNeverLooksInTheCurrentDirectory) {
 }
 
 }  // namespace
+
+namespace {
+
+// Every ready job file in configs/ is valid (plugins, every key).
+TEST(ConfigsTest, EveryShippedJobFileIsValid) {
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(RH_CONFIGS_DIR)) {
+    if (entry.path().extension() != ".yaml") continue;
+    auto r = rh::test::run_command("env -u RH_PLUGIN_PATH " + quote(RH_RUNNER_HOST) + " --config " +
+                                   quote(entry.path().string()) + " --dry-run");
+    EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.output;
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);
+}
+
+}  // namespace

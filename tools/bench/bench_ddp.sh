@@ -32,8 +32,7 @@ runner() {  # $1 = bucket_cap_mb
     sed -n 's/.*train loop: .*(\([0-9.]*\) ms\/iteration.*/\1/p' | head -1
 }
 pytorch() {  # $1 = bucket_cap_mb
-  /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 --master_port "$(port)" \
-    "$ROOT/tools/bench/pytorch_ddp.py" --iters "$ITERS" --bucket-cap-mb "$1" 2>/dev/null |
+  /usr/bin/python3 "$ROOT/tools/bench/pytorch_ddp.py" --port "$(port)" --iters "$ITERS" --bucket-cap-mb "$1" 2>/dev/null |
     sed -n 's/pytorch ddp: \([0-9.]*\) ms\/iteration/\1/p'
 }
 

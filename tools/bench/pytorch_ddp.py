@@ -1,7 +1,7 @@
 """PyTorch's own DistributedDataParallel on the bench job, for bench_ddp.sh.
 
-Launched by `python3 -m torch.distributed.run --nproc_per_node 2 ...` (Debian's
-python3-torch, Gloo). Same MLP shape, per-rank batch, optimizer, bucket cap
+Starts its own 2 ranks (torch.multiprocessing; Debian's python3-torch 1.13,
+Gloo). Same MLP shape, per-rank batch, optimizer, bucket cap
 and intra-op threads as the runner-host job; random inputs (their values do
 not change the time). Prints `pytorch ddp: <ms> ms/iteration` on rank 0.
 """
@@ -15,18 +15,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--in-features", type=int, default=256)
-    p.add_argument("--hidden", type=int, nargs="+", default=[1024, 1024])
-    p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--iters", type=int, default=200)
-    p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--bucket-cap-mb", type=float, default=25)
-    a = p.parse_args()
-
-    dist.init_process_group("gloo")
+def run(rank, a):
+    os.environ["RANK"] = str(rank)
+    dist.init_process_group("gloo", rank=rank, world_size=a.ranks)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     torch.manual_seed(0)
     layers, width = [], a.in_features
@@ -58,6 +49,23 @@ def main():
     if dist.get_rank() == 0:
         print(f"pytorch ddp: {ms:.4f} ms/iteration")
     dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--port", type=int, default=29512)
+    p.add_argument("--in-features", type=int, default=256)
+    p.add_argument("--hidden", type=int, nargs="+", default=[1024, 1024])
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--bucket-cap-mb", type=float, default=25)
+    a = p.parse_args()
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(a.port)
+    torch.multiprocessing.spawn(run, args=(a,), nprocs=a.ranks)
 
 
 if __name__ == "__main__":
