@@ -22,6 +22,7 @@
 #include "comm/Communicator.hpp"
 #include "config/ConfigNode.hpp"
 #include "data/DataLoader.hpp"
+#include "launch/Launcher.hpp"
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/HookDispatcher.hpp"
@@ -429,7 +430,7 @@ struct Runner::State {
       o.master_addr = env->master_addr;
       o.master_port = env->master_port;
     } else {
-      o.master_port = 0;  // one process: any free port
+      o.master_port = launch::pick_free_port(o.master_addr);  // one process: any free port
     }
     o.timeout_s = get<double>(job, "dist.timeout_s", 300.0);
     const std::string backend = get<std::string>(job, "dist.backend", "auto");

@@ -258,3 +258,21 @@ TEST_F(DistributedTest, AFailingWorkerStopsTheOthersWithItsExitCode) {
 }
 
 }  // namespace
+
+namespace {
+
+// ddp needs a communicator even alone: a single process without any launcher
+// environment gets a world of one (like PyTorch DDP with world_size 1).
+TEST(DistributedSingleProcessTest, DdpRunsInOneProcessWithoutALauncher) {
+  rh::test::TempDir dir;
+  dir.write("one.yaml", "work_dir: " + (dir / "one").string() + "\n" +
+                            job("{type: ddp}", 8, "{by_epoch: false, max_iters: 3}", ""));
+  auto r = rh::test::run_command(
+      "cd " + quote(dir.path().string()) +
+      " && env -u RANK -u WORLD_SIZE -u SLURM_PROCID -u OMPI_COMM_WORLD_RANK " +
+      quote(RH_RUNNER_HOST) + " --config one.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("strategy ddp on cpu, seed 3, rank 0 of 1"));
+}
+
+}  // namespace
