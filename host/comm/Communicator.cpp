@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cctype>
 #include <cmath>
 #include <sstream>
@@ -234,6 +235,11 @@ void check_options(const RendezvousOptions& o) {
 
 std::unique_ptr<Communicator> create_world(const RendezvousOptions& o) {
   check_options(o);
+  // A peer that dies mid-collective must surface as an error from the
+  // collective ("Connection reset by peer"), not kill this rank: writing to
+  // its closed socket would raise SIGPIPE, whose default action ends the
+  // process (seen as exit 141 in the dead-peer test).
+  std::signal(SIGPIPE, SIG_IGN);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000.0));
   const std::string at = o.master_addr + ":" + std::to_string(o.master_port);
   c10::intrusive_ptr<c10d::Store> store;
