@@ -33,12 +33,10 @@ constexpr double kInitStd = 0.02;
 struct GptConfig {
   int64_t vocab_size = 0;   // V
   int64_t block_size = 64;  // longest T
-  int64_t dim = 64;         // D, a multiple of heads
   int64_t depth = 2;
-  int64_t heads = 4;
-  double mlp_ratio = 4.0;
-  double dropout = 0.0;
   bool tie_weights = false;
+  // D = block.dim; causal, with the output projections at 0.02 / sqrt(2 depth)
+  TransformerBlockSpec block{64, 4, 4.0, 0.0, true, kInitStd};
 };
 
 GptConfig read_gpt_config(const config::Node& node) {
@@ -46,16 +44,10 @@ GptConfig read_gpt_config(const config::Node& node) {
   GptConfig c;
   c.vocab_size = cfg.integer("vocab_size");
   c.block_size = cfg.integer("block_size", c.block_size);
-  c.dim = cfg.integer("dim", c.dim);
   c.depth = cfg.integer("depth", c.depth);
-  c.heads = cfg.integer("heads", c.heads);
-  c.mlp_ratio = cfg.number("mlp_ratio", c.mlp_ratio);
-  c.dropout = cfg.number("dropout", c.dropout);
   c.tie_weights = cfg.boolean("tie_weights", c.tie_weights);
-  if (c.dim % c.heads != 0) {
-    cfg.fail("heads", "dim " + std::to_string(c.dim) + " is not a multiple of heads " +
-                          std::to_string(c.heads));
-  }
+  c.block = read_block_spec(cfg, c.block);
+  c.block.proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.depth));
   return c;
 }
 
@@ -63,30 +55,24 @@ class Gpt final : public BuiltinModel {
  public:
   Gpt(const GptConfig& c, uint64_t seed) : BuiltinModel(seed), config_(c) {
     registry().begin_unit("embed");
-    token_ = make_embedding(registry(), "embed.token", c.vocab_size, c.dim, kInitStd);
-    position_ = make_embedding(registry(), "embed.position", c.block_size, c.dim, kInitStd);
+    token_ = make_embedding(registry(), "embed.token", c.vocab_size, c.block.dim, kInitStd);
+    position_ = make_embedding(registry(), "embed.position", c.block_size, c.block.dim, kInitStd);
 
-    TransformerBlockSpec block;
-    block.dim = c.dim;
-    block.heads = c.heads;
-    block.mlp_ratio = c.mlp_ratio;
-    block.dropout = c.dropout;
-    block.causal = true;
-    block.proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.depth));
     for (int64_t i = 0; i < c.depth; ++i) {
       const std::string name = "blocks." + std::to_string(i);
       registry().begin_unit(name);
-      blocks_.emplace_back(registry(), name, block);
+      blocks_.emplace_back(registry(), name, c.block);
     }
 
     registry().begin_unit("head");
-    head_norm_ = make_layer_norm(registry(), "head.norm", c.dim);
+    head_norm_ = make_layer_norm(registry(), "head.norm", c.block.dim);
     if (c.tie_weights) {
       head_weight_ = token_.weight;  // the same tensor: one parameter, two uses
     } else {
-      head_weight_ = make_linear(registry(), "head.fc",
-                                 {c.dim, c.vocab_size, false, {WeightInit::Kind::Normal, kInitStd}})
-                         .weight;
+      head_weight_ =
+          make_linear(registry(), "head.fc",
+                      {c.block.dim, c.vocab_size, false, {WeightInit::Kind::Normal, kInitStd}})
+              .weight;
     }
   }
 
@@ -108,7 +94,7 @@ class Gpt final : public BuiltinModel {
     enter_unit(unit);
     const at::Tensor positions = torch::arange(T, input.options());       // (T)
     at::Tensor x = token_.forward(input) + position_.forward(positions);  // (B, T, D)
-    x = at::dropout(x, config_.dropout, train);
+    x = at::dropout(x, config_.block.dropout, train);
     exit_unit(unit++);
     for (const TransformerBlock& block : blocks_) {
       enter_unit(unit);

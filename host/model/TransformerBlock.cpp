@@ -6,9 +6,21 @@
 #include <cmath>
 #include <limits>
 
+#include "model/ConfigFields.hpp"
 #include "model/ParamRegistry.hpp"
 
 namespace rh::model {
+
+TransformerBlockSpec read_block_spec(const ConfigFields& cfg, TransformerBlockSpec spec) {
+  spec.dim = cfg.integer("dim", spec.dim);
+  spec.heads = cfg.integer("heads", spec.heads);
+  spec.mlp_ratio = cfg.number("mlp_ratio", spec.mlp_ratio);
+  spec.dropout = cfg.number("dropout", spec.dropout);
+  if (spec.dim % spec.heads != 0)
+    cfg.fail("heads", "dim " + std::to_string(spec.dim) + " is not a multiple of heads " +
+                          std::to_string(spec.heads));
+  return spec;
+}
 
 TransformerBlock::TransformerBlock(ParamRegistry& reg, const std::string& name,
                                    const TransformerBlockSpec& spec)

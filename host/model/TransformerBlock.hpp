@@ -21,6 +21,7 @@
 
 namespace rh::model {
 
+class ConfigFields;
 class ParamRegistry;
 
 struct TransformerBlockSpec {
@@ -31,6 +32,11 @@ struct TransformerBlockSpec {
   bool causal = false;     // token t attends to tokens <= t only
   double proj_std = 0.02;  // init of attn.proj and mlp.fc2 weights
 };
+
+// The block keys gpt and vit share (dim, heads, mlp_ratio, dropout), read
+// over `defaults`; a dim that heads do not divide is reported on `heads`.
+// causal and proj_std are the model's to set.
+TransformerBlockSpec read_block_spec(const ConfigFields& cfg, TransformerBlockSpec defaults);
 
 class TransformerBlock {
  public:

@@ -31,12 +31,10 @@ struct VitConfig {
   int64_t image_size = 32;  // S
   int64_t patch_size = 4;   // P, divides S
   int64_t in_channels = 3;
-  int64_t dim = 64;  // D, a multiple of heads
   int64_t depth = 4;
-  int64_t heads = 4;
-  double mlp_ratio = 2.0;
   int64_t num_classes = 0;
-  double dropout = 0.0;
+  // D = block.dim; not causal
+  TransformerBlockSpec block{64, 4, 2.0, 0.0, false, kInitStd};
 };
 
 VitConfig read_vit_config(const config::Node& node) {
@@ -45,19 +43,12 @@ VitConfig read_vit_config(const config::Node& node) {
   c.image_size = cfg.integer("image_size", c.image_size);
   c.patch_size = cfg.integer("patch_size", c.patch_size);
   c.in_channels = cfg.integer("in_channels", c.in_channels);
-  c.dim = cfg.integer("dim", c.dim);
   c.depth = cfg.integer("depth", c.depth);
-  c.heads = cfg.integer("heads", c.heads);
-  c.mlp_ratio = cfg.number("mlp_ratio", c.mlp_ratio);
   c.num_classes = cfg.integer("num_classes");
-  c.dropout = cfg.number("dropout", c.dropout);
+  c.block = read_block_spec(cfg, c.block);
   if (c.image_size % c.patch_size != 0) {
     cfg.fail("patch_size", "image_size " + std::to_string(c.image_size) +
                                " is not a multiple of patch_size " + std::to_string(c.patch_size));
-  }
-  if (c.dim % c.heads != 0) {
-    cfg.fail("heads", "dim " + std::to_string(c.dim) + " is not a multiple of heads " +
-                          std::to_string(c.heads));
   }
   return c;
 }
@@ -69,35 +60,28 @@ class Vit final : public BuiltinModel {
     registry().begin_unit("embed");
     Conv2dSpec patch;
     patch.in = c.in_channels;
-    patch.out = c.dim;
+    patch.out = c.block.dim;
     patch.kernel = c.patch_size;
     patch.stride = c.patch_size;
     patch.padding = 0;
     patch.bias = true;
     patch.init = {WeightInit::Kind::Normal, kInitStd};
     patch_ = make_conv2d(registry(), "embed.patch", patch);
-    cls_token_ =
-        registry().add_parameter("embed.cls_token", registry().normal({1, 1, c.dim}, kInitStd));
-    pos_embed_ = registry().add_parameter("embed.pos_embed",
-                                          registry().normal({1, grid * grid + 1, c.dim}, kInitStd));
+    cls_token_ = registry().add_parameter("embed.cls_token",
+                                          registry().normal({1, 1, c.block.dim}, kInitStd));
+    pos_embed_ = registry().add_parameter(
+        "embed.pos_embed", registry().normal({1, grid * grid + 1, c.block.dim}, kInitStd));
 
-    TransformerBlockSpec block;
-    block.dim = c.dim;
-    block.heads = c.heads;
-    block.mlp_ratio = c.mlp_ratio;
-    block.dropout = c.dropout;
-    block.causal = false;
-    block.proj_std = kInitStd;
     for (int64_t i = 0; i < c.depth; ++i) {
       const std::string name = "blocks." + std::to_string(i);
       registry().begin_unit(name);
-      blocks_.emplace_back(registry(), name, block);
+      blocks_.emplace_back(registry(), name, c.block);
     }
 
     registry().begin_unit("head");
-    head_norm_ = make_layer_norm(registry(), "head.norm", c.dim);
+    head_norm_ = make_layer_norm(registry(), "head.norm", c.block.dim);
     head_ = make_linear(registry(), "head.fc",
-                        {c.dim, c.num_classes, true, {WeightInit::Kind::Normal, kInitStd}});
+                        {c.block.dim, c.num_classes, true, {WeightInit::Kind::Normal, kInitStd}});
   }
 
   at::Tensor forward(const at::Tensor& input) override {
@@ -113,9 +97,9 @@ class Vit final : public BuiltinModel {
     const int64_t B = input.size(0);
     int unit = 0;
     enter_unit(unit);
-    at::Tensor x = patch_.forward(input).flatten(2).transpose(1, 2);     // (B, N, D)
-    x = at::cat({cls_token_.expand({B, 1, c.dim}), x}, 1) + pos_embed_;  // (B, N+1, D)
-    x = at::dropout(x, c.dropout, train);
+    at::Tensor x = patch_.forward(input).flatten(2).transpose(1, 2);           // (B, N, D)
+    x = at::cat({cls_token_.expand({B, 1, c.block.dim}), x}, 1) + pos_embed_;  // (B, N+1, D)
+    x = at::dropout(x, c.block.dropout, train);
     exit_unit(unit++);
     for (const TransformerBlock& block : blocks_) {
       enter_unit(unit);
