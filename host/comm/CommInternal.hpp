@@ -45,7 +45,7 @@ struct Identity {
 
 // Builds the error of a failed collective from what the backend reported.
 // `timed_out` selects RH_ERROR_TIMEOUT ("<collective> timed out after <t> s
-// <step> on rank <r> (a peer rank may have died or is stuck)"), else
+// <step> on rank <r>: <detail> (a peer rank may have died or is stuck)"), else
 // RH_ERROR_IO ("<collective> failed <step> on rank <r>: <detail> (a peer
 // rank may have died)").
 host::HostError collective_error(const Identity& who, const char* collective, bool timed_out,

@@ -5,9 +5,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cctype>
 #include <cmath>
+#include <csignal>
 #include <sstream>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -143,6 +143,7 @@ host::HostError collective_error(const Identity& who, const char* collective, bo
     return host::HostError(RH_ERROR_TIMEOUT, who.describe(collective) + " timed out after " +
                                                  format_seconds(timeout_s) + " s" +
                                                  with_step(step) + " on " + who.where() +
+                                                 (detail.empty() ? "" : ": " + detail) +
                                                  " (a peer rank may have died or is stuck)");
   return host::HostError(RH_ERROR_IO, who.describe(collective) + " failed" + with_step(step) +
                                           " on " + who.where() + ": " + detail +

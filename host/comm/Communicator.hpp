@@ -17,7 +17,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +76,9 @@ class Communicator {
   // nullptr. The subgroup is independent of *this (own connections and
   // background thread) and may outlive it.
   virtual std::unique_ptr<Communicator> new_group(const std::vector<int>& ranks) = 0;
+  // How all_reduce moves data, for logs and tests: "tcp ring",
+  // "shared memory", "nccl".
+  virtual std::string all_reduce_transport() const = 0;
 
   // What the host is doing, for error messages: a phrase such as
   // "at train iteration 12", giving "all_reduce timed out after 30 s at train
@@ -102,6 +104,9 @@ struct RendezvousOptions {
   int local_rank = 0;  // picks the CUDA device of the nccl backend
   double timeout_s = 300;
   std::string backend = "gloo";  // "gloo" | "nccl"
+  // gloo: all_reduce through shared memory when every member of a
+  // communicator is on this host (ShmAllReduce.hpp); false: always TCP.
+  bool shared_memory = true;
 };
 
 // Joins the world: rank 0 hosts a c10d TCPStore on master_addr:master_port,
@@ -118,26 +123,5 @@ std::unique_ptr<Communicator> create_world(const RendezvousOptions& o);
 // so far are destroyed: call install_comm_api(services, nullptr) before
 // destroying the world.
 void install_comm_api(host::HostServices& services, Communicator* world);
-
-// The process's place in a multi-process run, as a launcher described it.
-struct ProcessEnv {
-  int rank;
-  int world_size;
-  int local_rank;
-  int local_world_size;
-  std::string master_addr;
-  int master_port;
-  std::string source;  // "torchrun" | "openmpi" | "slurm"
-};
-
-// Reads the variables set by torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI
-// (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE) or SLURM
-// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE), in that
-// order of precedence. The master always comes from MASTER_ADDR (default
-// 127.0.0.1, required when the ranks span several nodes) and MASTER_PORT
-// (default 29500). nullopt when none is set (a single process). Throws
-// std::runtime_error naming the variable for a malformed or inconsistent value.
-std::optional<ProcessEnv> process_env_from_environment();
 
 }  // namespace rh::comm

@@ -1,8 +1,10 @@
 // The gloo backend: CPU tensors over TCP, through the Gloo library itself
 // (libgloo-dev), rendezvoused through the run's c10d store.
 //
-//   all_reduce      gloo::allreduce, ring (reduce-scatter + all-gather phases,
-//                   4 MiB segments, two in flight)
+//   all_reduce      through shared memory when every member is on this host
+//                   (ShmAllReduce.hpp), else gloo::allreduce, ring
+//                   (reduce-scatter + all-gather phases, 4 MiB segments, two
+//                   in flight)
 //   reduce_scatter  our ring over gloo's unbound buffers (below): every rank
 //                   sends and receives (P-1)/P of the input once, half of
 //                   what an all-reduce moves. Gloo's ReduceScatterHalvingDoubling
@@ -29,6 +31,7 @@
 #include <gloo/types.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,6 +46,7 @@
 #include "comm/Backends.hpp"
 #include "comm/CommInternal.hpp"
 #include "comm/Reduce.hpp"
+#include "comm/ShmAllReduce.hpp"
 
 namespace rh::comm::detail {
 namespace {
@@ -257,6 +261,7 @@ struct Shared {
   double timeout_s;
   int global_rank;
   std::string rendezvous_at;  // "host:port" of the store, for messages
+  bool shared_memory = true;  // RendezvousOptions::shared_memory
 };
 
 class GlooCommunicator final : public Communicator {
@@ -285,6 +290,7 @@ class GlooCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  std::string all_reduce_transport() const override { return shm_ ? "shared memory" : "tcp ring"; }
 
   std::shared_ptr<Work> all_reduce(Buffer b, ReduceOp op, bool async) override {
     const char* what = "all_reduce";
@@ -296,6 +302,11 @@ class GlooCommunicator final : public Communicator {
     return submit(
         what,
         [this, b, es, fn, op] {
+          if (shm_) {
+            shm_->all_reduce(b.data, b.count, es, fn);
+            if (op == ReduceOp::Avg) divide_in_place(b.data, b.count, b.dtype, size_);
+            return;
+          }
           gloo::AllreduceOptions opts(context_);
           opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
           set_allreduce_output(opts, b.data, b.count, es);
@@ -467,6 +478,23 @@ class GlooCommunicator final : public Communicator {
       throw host::HostError(timed_out ? RH_ERROR_TIMEOUT : RH_ERROR_IO, text);
     }
     context_ = std::move(context);
+    if (shared_->shared_memory) connect_shared_memory(store);
+  }
+
+  // Collective like connect(): every member learns the same answer.
+  void connect_shared_memory(GlooStore& store) {
+    ShmRendezvous kv{[&](const std::string& key, const std::string& value) {
+                       store.set(key, std::vector<char>(value.begin(), value.end()));
+                     },
+                     [&](const std::string& key) {
+                       std::vector<char> v = store.get(key);
+                       return std::string(v.begin(), v.end());
+                     }};
+    std::string why_not;
+    shm_ = ShmAllReduce::connect(kv, rank_, size_, members_, ShmAllReduce::host_identity(),
+                                 shared_->timeout, &why_not);
+    if (!shm_ && rank_ == 0)
+      spdlog::info("{}: all_reduce over TCP ({})", who_.describe("communicator"), why_not);
   }
 
   void check_cpu(const Buffer& b, const char* what) const {
@@ -545,6 +573,7 @@ class GlooCommunicator final : public Communicator {
   int size_;
   Identity who_;
   std::shared_ptr<gloo::Context> context_;  // null when size_ == 1
+  std::unique_ptr<ShmAllReduce> shm_;       // null: all_reduce over TCP
   std::atomic<int> groups_made_{0};
 
   std::mutex mutex_;  // guards queue_, stop_, failure_
@@ -564,6 +593,7 @@ std::unique_ptr<Communicator> create_gloo_world(StorePtr store, const Rendezvous
   shared->timeout_s = o.timeout_s;
   shared->global_rank = o.rank;
   shared->rendezvous_at = o.master_addr + ":" + std::to_string(o.master_port);
+  shared->shared_memory = o.shared_memory;
   if (o.world_size > 1) shared->device = make_device(o);
   std::vector<int> members(static_cast<size_t>(o.world_size));
   for (int i = 0; i < o.world_size; ++i) members[static_cast<size_t>(i)] = i;

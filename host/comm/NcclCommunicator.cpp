@@ -251,6 +251,7 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  std::string all_reduce_transport() const override { return "nccl"; }
 
   std::shared_ptr<Work> all_reduce(Buffer b, ReduceOp op, bool async) override {
     const char* what = "all_reduce";

@@ -45,6 +45,7 @@ Schema build_job_schema() {
                    {"timeout_s", number_above(0)},
                    {"master_addr", string()},
                    {"master_port", integer(0, 65535)},
+                   {"shared_memory", boolean()},
                })},
   });
 }

@@ -146,6 +146,20 @@ rh_Error* Model_SetGrad(rh_Model* m, size_t i, const DLManagedTensor* grad) {
   return nullptr;
 }
 
+rh_Error* Model_BindGrad(rh_Model* m, size_t i, DLManagedTensor* grad) {
+  if (i >= m->params.size() || grad == nullptr)
+    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_BindGrad: bad index or NULL gradient");
+  at::Tensor& p = m->params[i].tensor;
+  const at::Tensor view = rh::borrow_tensor(grad);  // for the checks; does not own
+  if (view.sizes() != p.sizes() || view.scalar_type() != p.scalar_type() ||
+      view.device() != p.device())
+    return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                           "Model_BindGrad: gradient shape, dtype or device does not match '" +
+                               m->params[i].name + "'");
+  p.mutable_grad() = at::fromDLPack(grad);  // owns `grad` from here on
+  return nullptr;
+}
+
 }  // namespace
 
 struct ModelAccess::Impl {
@@ -180,6 +194,7 @@ ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) 
   a.Model_UnitName = &Model_UnitName;
   a.Model_AddGradReadyCallback = &Model_AddGradReadyCallback;
   a.Model_SetGrad = &Model_SetGrad;
+  a.Model_BindGrad = &Model_BindGrad;
 }
 
 ModelAccess::~ModelAccess() {

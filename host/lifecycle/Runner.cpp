@@ -174,6 +174,7 @@ struct Runner::State {
   // Distributed: the world communicator (absent in a single-process run of
   // a strategy that needs none).
   std::unique_ptr<comm::Communicator> world;
+  at::Device comm_device = at::kCPU;  // where the world communicator takes tensors
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
@@ -342,14 +343,16 @@ struct Runner::State {
     (window == 1 ? loss : loss / static_cast<double>(window)).backward();
     if (vt.SyncGradients)
       check(*c.strategy, "SyncGradients", vt.SyncGradients(c.strategy->handle(), step ? 1 : 0));
-    Metrics metrics{{"loss", average(loss.item<double>())}};  // mean over ranks
+    PendingAverage mean_loss = start_average(loss.item<double>());  // mean over ranks
+    double grad_norm = -1;
     if (step) {
-      double grad_norm = optim->step();
+      grad_norm = optim->step();
       if (vt.AfterOptimizerStep)
         check(*c.strategy, "AfterOptimizerStep", vt.AfterOptimizerStep(c.strategy->handle()));
       optim->zero_grad();
-      if (grad_norm >= 0) metrics.push_back({"grad_norm", grad_norm});
     }
+    Metrics metrics{{"loss", mean_loss.get()}};
+    if (grad_norm >= 0) metrics.push_back({"grad_norm", grad_norm});
     return metrics;
   }
 
@@ -378,8 +381,9 @@ struct Runner::State {
     }
     if (world_size > 1) {  // exact global metrics: sum every rank's totals
       std::vector<double> totals = evaluator.totals();
-      at::Tensor t = torch::tensor(totals, torch::kDouble);
+      at::Tensor t = on_comm_device(torch::tensor(totals, torch::kDouble));
       world->all_reduce(buffer(t), comm::ReduceOp::Sum, false)->wait();
+      t = t.cpu();
       evaluator.set_totals(
           std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel()));
     }
@@ -419,23 +423,27 @@ struct Runner::State {
   // built-in launcher, torchrun, srun, mpirun), or when the strategy needs a
   // communicator even alone. Returns the world handle for the strategy.
   rh_Comm* rendezvous() {
-    std::optional<comm::ProcessEnv> env = comm::process_env_from_environment();
+    const launch::DistEnv env = launch::dist_env_from_environment();
     const bool needs_comm = c.strategy->traits().needs_comm != 0;
-    if (!(env && env->world_size > 1) && !needs_comm) return nullptr;
+    if (env.world_size <= 1 && !needs_comm) return nullptr;
     comm::RendezvousOptions o;
-    if (env) {
-      o.rank = env->rank;
-      o.world_size = env->world_size;
-      o.local_rank = env->local_rank;
-      o.master_addr = env->master_addr;
-      o.master_port = env->master_port;
+    if (env.source != "none") {
+      o.rank = env.rank;
+      o.world_size = env.world_size;
+      o.local_rank = env.local_rank;
+      o.master_addr = env.master_addr;
+      o.master_port = env.master_port;
     } else {
       o.master_port = launch::pick_free_port(o.master_addr);  // one process: any free port
     }
     o.timeout_s = get<double>(job, "dist.timeout_s", 300.0);
     const std::string backend = get<std::string>(job, "dist.backend", "auto");
     o.backend = backend == "auto" ? (torch::cuda::is_available() ? "nccl" : "gloo") : backend;
+    o.shared_memory = get<bool>(job, "dist.shared_memory", true);
     world = comm::create_world(o);
+    comm_device = o.backend == "nccl"
+                      ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(o.local_rank))
+                      : at::Device(at::kCPU);
     rank = world->rank();
     world_size = world->size();
     local_rank = o.local_rank;
@@ -447,7 +455,8 @@ struct Runner::State {
     });
     comm::install_comm_api(services, world.get());
     launch::configure_rank_logging(rank);  // only rank 0 logs at info unless RH_LOG_ALL_RANKS=1
-    spdlog::info("rendezvous: rank {} of {} ({} backend)", rank, world_size, o.backend);
+    spdlog::info("rendezvous: rank {} of {} ({} backend, all_reduce through {})", rank, world_size,
+                 o.backend, world->all_reduce_transport());
     return services.api()->Comm_World(services.new_context("runner-host", "runner"));
   }
 
@@ -465,14 +474,18 @@ struct Runner::State {
       signature += line.str();
     }
     // Gather every rank's signature: lengths first, then the padded bytes.
-    at::Tensor length = torch::tensor({static_cast<int64_t>(signature.size())}, torch::kLong);
-    at::Tensor lengths = torch::empty({world_size}, torch::kLong);
+    at::Tensor length =
+        on_comm_device(torch::tensor({static_cast<int64_t>(signature.size())}, torch::kLong));
+    at::Tensor lengths = on_comm_device(torch::empty({world_size}, torch::kLong));
     world->all_gather(buffer(length), buffer(lengths), false)->wait();
+    lengths = lengths.cpu();
     const int64_t max_len = lengths.max().item<int64_t>();
     at::Tensor mine = torch::zeros({max_len}, torch::kUInt8);
     std::memcpy(mine.data_ptr(), signature.data(), signature.size());
-    at::Tensor all = torch::empty({world_size * max_len}, torch::kUInt8);
+    mine = on_comm_device(mine);
+    at::Tensor all = on_comm_device(torch::empty({world_size * max_len}, torch::kUInt8));
     world->all_gather(buffer(mine), buffer(all), false)->wait();
+    all = all.cpu();
     auto text_of = [&](int r) {
       const char* p = static_cast<const char*>(all.data_ptr()) + r * max_len;
       return std::string(p, static_cast<size_t>(lengths[r].item<int64_t>()));
@@ -499,18 +512,32 @@ struct Runner::State {
     for (const auto& t : tensors) world->broadcast(buffer(t.tensor), 0, false)->wait();
   }
 
+  // The runner's own small collectives (model signatures, logged metrics,
+  // checkpoint status) run on the communicator's device: NCCL takes only
+  // CUDA tensors, gloo only CPU ones.
+  at::Tensor on_comm_device(const at::Tensor& t) const { return t.to(comm_device); }
+
   static comm::Buffer buffer(const at::Tensor& t) {
     const DLDevice dev =
         t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.get_device())} : DLDevice{kDLCPU, 0};
     return comm::Buffer{t.data_ptr(), static_cast<size_t>(t.numel()), at::getDLDataType(t), dev};
   }
 
-  // The mean of a scalar over the ranks (logged metrics).
-  double average(double value) {
-    if (world_size <= 1) return value;
-    at::Tensor t = torch::tensor({value}, torch::kDouble);
-    world->all_reduce(buffer(t), comm::ReduceOp::Avg, false)->wait();
-    return t.item<double>();
+  // The mean of a scalar over the ranks (logged metrics), started now and
+  // read later so that it overlaps the optimizer step instead of adding a
+  // round trip to every iteration.
+  struct PendingAverage {
+    at::Tensor value;
+    std::shared_ptr<comm::Work> work;  // null in one process
+    double get() const {
+      if (work) work->wait();
+      return value.item<double>();
+    }
+  };
+  PendingAverage start_average(double value) {
+    at::Tensor t = on_comm_device(torch::tensor({value}, torch::kDouble));
+    if (world_size <= 1) return {t, nullptr};
+    return {t, world->all_reduce(buffer(t), comm::ReduceOp::Avg, true)};
   }
 
   void build_model() {
@@ -627,7 +654,8 @@ struct Runner::State {
     checkpoint::put_text(state_dict, "loop",
                          "{\"epochs_done\": " + std::to_string(epochs_done) +
                              ", \"iters_done\": " + std::to_string(iters_done) +
-                             ", \"inner_done\": " + std::to_string(inner_done) + "}");
+                             ", \"inner_done\": " + std::to_string(inner_done) +
+                             ", \"world_size\": " + std::to_string(world_size) + "}");
     checkpoint::put_tensor(state_dict, "rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
     const auto& vt = c.strategy->vtable();
     if (vt.StateExport) {
@@ -641,8 +669,9 @@ struct Runner::State {
         "\",\n  \"name\": \"" + json_escape(name) +
         "\",\n  \"epoch\": " + std::to_string(epochs_done) +
         ",\n  \"iter\": " + std::to_string(iters_done) +
-        ",\n  \"world_size\": 1,\n  \"strategy\": \"" + json_escape(c.strategy->type()) +
-        "\",\n  \"checkpoint_io\": \"" + json_escape(c.checkpoint_io->type()) +
+        ",\n  \"world_size\": " + std::to_string(world_size) + ",\n  \"strategy\": \"" +
+        json_escape(c.strategy->type()) + "\",\n  \"checkpoint_io\": \"" +
+        json_escape(c.checkpoint_io->type()) +
         "\",\n  \"files\": [\"model\", \"optimizer\", \"state\"],\n  \"tensors\": {" +
         tensors_json + "},\n  \"config\": \"" + json_escape(opt.config_yaml) + "\"\n}\n";
     // Rank 0 writes (every rank holds the same state under ddp); all ranks
@@ -663,9 +692,9 @@ struct Runner::State {
       }
     }
     if (world_size > 1) {
-      at::Tensor status = torch::tensor({static_cast<int64_t>(code)}, torch::kLong);
+      at::Tensor status = on_comm_device(torch::tensor({static_cast<int64_t>(code)}, torch::kLong));
       world->broadcast(buffer(status), 0, false)->wait();
-      code = static_cast<rh_ErrorCode>(status.item<int64_t>());
+      code = static_cast<rh_ErrorCode>(status.cpu().item<int64_t>());
       if (rank != 0 && code != RH_ERROR_OK)
         failure = "rank 0 failed to save checkpoint '" + name + "' (its log says why)";
     }
@@ -750,6 +779,16 @@ struct Runner::State {
       if (e.is_tensor) optim_state.push_back({key, checkpoint::get_tensor(optim_dict, key)});
     optim->load_state_tensors(optim_state);
     YAML::Node loop = YAML::Load(checkpoint::get_text(state_dict, "loop"));
+    // The data position counts batches of this world's sampler split: with
+    // another world size it would name other samples.
+    const int64_t saved_world = loop["world_size"] ? loop["world_size"].as<int64_t>() : 1;
+    if (saved_world != world_size)
+      throw host::HostError(
+          RH_ERROR_FAILED_PRECONDITION,
+          "cannot resume from " + dir.string() + ": it was written by a world of " +
+              std::to_string(saved_world) + " rank(s), this run has " + std::to_string(world_size) +
+              " (resuming needs the same world size; load_from: <checkpoint> starts from its "
+              "weights instead)");
     epochs_done = loop["epochs_done"].as<int64_t>();
     iters_done = loop["iters_done"].as<int64_t>();
     inner_done = loop["inner_done"].as<int64_t>();

@@ -194,7 +194,7 @@ RH_ABI_PIN_OFFSET(rh_ParamInfo, unit, 44);
 RH_ABI_PIN_OFFSET(rh_ParamInfo, data, 48);
 RH_ABI_PIN_STRUCT_SIZE(RH_PARAM_INFO_STRUCT_SIZE, rh_ParamInfo, 56);
 
-RH_ABI_PIN_SIZE(rh_ModelApi, 96);
+RH_ABI_PIN_SIZE(rh_ModelApi, 104);
 RH_ABI_PIN_OFFSET(rh_ModelApi, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_NumParams, 8);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_GetParam, 16);
@@ -207,7 +207,8 @@ RH_ABI_PIN_OFFSET(rh_ModelApi, Model_NumUnits, 64);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_UnitName, 72);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_AddGradReadyCallback, 80);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_AddUnitCallback, 88);
-RH_ABI_PIN_STRUCT_SIZE(RH_MODEL_API_STRUCT_SIZE, rh_ModelApi, 96);
+RH_ABI_PIN_OFFSET(rh_ModelApi, Model_BindGrad, 96);
+RH_ABI_PIN_STRUCT_SIZE(RH_MODEL_API_STRUCT_SIZE, rh_ModelApi, 104);
 
 RH_ABI_PIN_SIZE(rh_StrategyTraits, 24);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, struct_size, 0);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/TestUtil.hpp"
+#include "rh/rh_abi.h"
 
 namespace fs = std::filesystem;
 using rh::test::quote;
@@ -11,6 +12,10 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 namespace {
+
+// "ABI 1.2": what --version and --list-plugins print for this build.
+const std::string kAbi =
+    "ABI " + std::to_string(RH_ABI_VERSION_MAJOR) + "." + std::to_string(RH_ABI_VERSION_MINOR);
 
 const std::string kValidJob =
     "model: {type: mlp, in_features: 4, num_classes: 2}\n"
@@ -57,7 +62,7 @@ TEST_F(CliTest, HelpAndVersion) {
   EXPECT_THAT(help.output, HasSubstr("--list-plugins"));
   auto version = run("--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_THAT(version.output, HasSubstr("ABI 1.1"));
+  EXPECT_THAT(version.output, HasSubstr(kAbi));
   EXPECT_THAT(version.output, HasSubstr("native tag torch "));
 }
 
@@ -249,8 +254,9 @@ TEST_F(CliTest, ListPluginsShowsEveryPluginAndRefusalsWithoutStopping) {
   EXPECT_THAT(r.output, ::testing::ContainsRegex("strategy +single "));
   EXPECT_THAT(r.output, ::testing::ContainsRegex("strategy +helper_strategy"));
   EXPECT_THAT(r.output, ::testing::ContainsRegex("checkpoint_io +helper_io"));
-  EXPECT_THAT(r.output, HasSubstr("plugin rh_hook_trace 0.1.0, ABI 1.1, native tag none"));
-  EXPECT_THAT(r.output, HasSubstr("plugin rh_strategy_single 0.1.0, ABI 1.1, native tag torch "));
+  EXPECT_THAT(r.output, HasSubstr("plugin rh_hook_trace 0.1.0, " + kAbi + ", native tag none"));
+  EXPECT_THAT(r.output,
+              HasSubstr("plugin rh_strategy_single 0.1.0, " + kAbi + ", native tag torch "));
   EXPECT_THAT(
       r.output,
       HasSubstr("libbroken.so  [RH_PLUGIN_PATH]\n  REFUSED: cannot load the shared library"));

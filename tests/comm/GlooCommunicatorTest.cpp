@@ -168,8 +168,12 @@ void every_reduction(Communicator& c, const std::string& dtype) {
   for (size_t chunk : {size_t{1}, size_t{7}, size_t{1000}}) reduce_scatter_case<T>(c, chunk, dtype);
 }
 
-int reductions_body(const RankContext& ctx) {
-  auto world = rh::comm::create_world(ctx.options());
+int reductions_body(const RankContext& ctx, bool shared_memory) {
+  rh::comm::RendezvousOptions o = ctx.options();
+  o.shared_memory = shared_memory;
+  auto world = rh::comm::create_world(o);
+  check(world->all_reduce_transport() == (shared_memory ? "shared memory" : "tcp ring"),
+        "transport " + world->all_reduce_transport());
   check(world->rank() == ctx.rank && world->size() == ctx.world_size, "rank and size");
   every_reduction<float>(*world, "float32");
   every_reduction<double>(*world, "float64");
@@ -192,12 +196,15 @@ void expect_all_ok(const std::vector<int>& codes) {
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
+// all_reduce through shared memory (the default on one host) and over TCP.
 TEST(GlooCommunicatorTest, EveryReductionOpAndDtypeOnTwoRanks) {
-  expect_all_ok(run_ranks(2, reductions_body));
+  expect_all_ok(run_ranks(2, [](const RankContext& ctx) { return reductions_body(ctx, true); }));
+  expect_all_ok(run_ranks(2, [](const RankContext& ctx) { return reductions_body(ctx, false); }));
 }
 
 TEST(GlooCommunicatorTest, EveryReductionOpAndDtypeOnThreeRanks) {
-  expect_all_ok(run_ranks(3, reductions_body));
+  expect_all_ok(run_ranks(3, [](const RankContext& ctx) { return reductions_body(ctx, true); }));
+  expect_all_ok(run_ranks(3, [](const RankContext& ctx) { return reductions_body(ctx, false); }));
 }
 
 int gather_broadcast_body(const RankContext& ctx) {
@@ -409,26 +416,38 @@ TEST(GlooCommunicatorTest, TimeoutNamesTheCollectiveTheStepAndTheRank) {
   }));
 }
 
+// Over TCP the closed connection reports it; through shared memory the
+// waiting rank sees the peer's process gone (well before the timeout).
 TEST(GlooCommunicatorTest, DeadPeerFailsTheCollectiveInsteadOfHanging) {
-  expect_all_ok(run_ranks(2, [&](const RankContext& ctx) {
-    auto world = rh::comm::create_world(ctx.options(/*timeout_s=*/5));
-    world->barrier();
-    if (ctx.rank == 1) ::_exit(0);  // dies without closing anything
-    std::vector<float> v(1000, 1.0f);
-    auto start = std::chrono::steady_clock::now();
-    try {
-      world->all_reduce(buf(v), ReduceOp::Sum, false);
-      check(false, "all_reduce with a dead peer must fail");
-    } catch (const rh::host::HostError& e) {
-      double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::string m = e.what();
-      std::printf("[rank 0] %s\n", m.c_str());
-      check(e.code() == RH_ERROR_IO || e.code() == RH_ERROR_TIMEOUT, "code: " + m);
-      check(m.find("all_reduce") == 0 && m.find("on rank 0") != std::string::npos, m);
-      check(took < 5 + 3, "failed after " + std::to_string(took) + " s");
-    }
-    return 0;
-  }));
+  for (bool shared_memory : {true, false})
+    expect_all_ok(run_ranks(2, [&](const RankContext& ctx) {
+      rh::comm::RendezvousOptions o = ctx.options(/*timeout_s=*/5);
+      o.shared_memory = shared_memory;
+      auto world = rh::comm::create_world(o);
+      world->barrier();
+      if (ctx.rank == 1) ::_exit(0);  // dies without closing anything
+      std::vector<float> v(1000, 1.0f);
+      auto start = std::chrono::steady_clock::now();
+      try {
+        world->all_reduce(buf(v), ReduceOp::Sum, false);
+        check(false, "all_reduce with a dead peer must fail");
+      } catch (const rh::host::HostError& e) {
+        double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::string m = e.what();
+        std::printf("[rank 0] %s\n", m.c_str());
+        check(e.code() == RH_ERROR_IO || e.code() == RH_ERROR_TIMEOUT, "code: " + m);
+        check(m.find("all_reduce") == 0 && m.find("on rank 0") != std::string::npos, m);
+        check(took < 5 + 3, "failed after " + std::to_string(took) + " s");
+        if (shared_memory) {
+          check(e.code() == RH_ERROR_IO && m.find(": rank 1 (pid ") != std::string::npos &&
+                    m.find("exited during the shared-memory all-reduce") != std::string::npos,
+                m);
+          check(took < 2, "noticed after " + std::to_string(took) + " s");
+        }
+      }
+      return 0;
+    }));
 }
 
 TEST(GlooCommunicatorTest, RendezvousTimesOutWhenARankNeverComes) {

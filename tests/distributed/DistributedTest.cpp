@@ -140,6 +140,39 @@ TEST_F(DistributedTest, ExactResumeUnderDdp) {
         << f;
 }
 
+// For 2 ranks both transports add the same two floats per element (a + b
+// == b + a): the trained weights must match to the bit.
+TEST_F(DistributedTest, DdpThroughSharedMemoryEqualsDdpOverTcpBitForBit) {
+  const std::string cfg = "{by_epoch: false, max_iters: 20}";
+  const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 20}\n";
+  auto shm = run("shm", job("{type: ddp}", 8, cfg, hooks), launch2());
+  ASSERT_EQ(shm.exit_code, 0) << shm.output;
+  EXPECT_THAT(shm.output, HasSubstr("gloo backend, all_reduce through shared memory"));
+  auto tcp =
+      run("tcp", job("{type: ddp}", 8, cfg, hooks), launch2() + " --set dist.shared_memory=false");
+  ASSERT_EQ(tcp.exit_code, 0) << tcp.output;
+  EXPECT_THAT(tcp.output, HasSubstr("gloo backend, all_reduce through tcp ring"));
+  EXPECT_EQ(rh::test::read_file(dir / "shm/iter_20/model.safetensors"),
+            rh::test::read_file(dir / "tcp/iter_20/model.safetensors"));
+}
+
+// The data position of a checkpoint counts batches of its world's sampler
+// split: another world size is refused, and says what to do instead.
+TEST_F(DistributedTest, ResumeWithAnotherWorldSizeIsRefused) {
+  const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 4}\n";
+  auto two = run("w", job("{type: ddp}", 8, "{by_epoch: false, max_iters: 4}", hooks), launch2());
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_THAT(rh::test::read_file(dir / "w/iter_4/meta.json"), HasSubstr("\"world_size\": 2"));
+  const std::string before = rh::test::read_file(dir / "w/iter_4/model.safetensors");
+  auto one = run(
+      "w", job("{type: ddp}", 8, "{by_epoch: false, max_iters: 8}", hooks, "resume: auto\n"), "");
+  EXPECT_NE(one.exit_code, 0) << one.output;
+  EXPECT_THAT(one.output, HasSubstr("cannot resume from " + (dir / "w/iter_4").string() +
+                                    ": it was written by a world of 2 rank(s), this run has 1"));
+  EXPECT_THAT(one.output, HasSubstr("load_from"));
+  EXPECT_EQ(rh::test::read_file(dir / "w/iter_4/model.safetensors"), before);
+}
+
 TEST_F(DistributedTest, BucketsAreAllReducedDuringBackward) {
   // Small buckets: several per backward; the first ones must be issued
   // before backward returns (the strategy counts them as it issues them).

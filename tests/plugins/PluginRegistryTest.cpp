@@ -106,7 +106,8 @@ TEST_F(PluginRegistryTest, NullRequiredEntryIsRefused) {
 
 TEST_F(PluginRegistryTest, WrongAbiMajorIsRefused) {
   EXPECT_THAT(refusal(registry, "rh_test_wrong_major"),
-              HasSubstr("built for runner-host ABI 2.0 but this host speaks ABI 1.1"));
+              HasSubstr("built for runner-host ABI 2.0 but this host speaks ABI 1." +
+                        std::to_string(RH_ABI_VERSION_MINOR)));
 }
 
 TEST_F(PluginRegistryTest, NativeTagMismatchNamesBothTags) {

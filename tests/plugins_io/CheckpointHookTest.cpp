@@ -360,7 +360,8 @@ TEST_F(CheckpointHookTest, NeedsAHostWithCheckpointSave) {
   host_.services.mutable_api().Checkpoint_Save = nullptr;
   EXPECT_THAT(host_.create_hook_error("{type: checkpoint}"),
               HasSubstr("this host does not provide Checkpoint_Save (an ABI 1.1 entry; the host "
-                        "has ABI 1.1)"));
+                        "has ABI 1." +
+                        std::to_string(RH_ABI_VERSION_MINOR) + ")"));
   host_.services.mutable_api().struct_size = RH_STRUCT_SIZE(rh_HostApi, CommWork_Destroy);
   EXPECT_THAT(host_.create_hook_error("{type: checkpoint}"),
               HasSubstr("does not provide Checkpoint_Save"));

@@ -2,9 +2,11 @@
 // 127.0.0.1 and time all_reduce, reduce_scatter and all_gather of float32
 // buffers of 1, 2, 4, ... 256 MiB (the all_reduce buffer, the reduce_scatter
 // input, the all_gather output). Each time is the slowest rank's, the median
-// of --reps runs after one warm-up. The rs/ar column is reduce_scatter time
-// over all_reduce time: a bandwidth-optimal reduce-scatter moves half of what
-// a ring all-reduce moves, so theory says about 0.5.
+// of --reps runs after one warm-up. all_reduce is timed twice: over TCP (the
+// gloo ring, as between hosts) and through shared memory (what ranks of one
+// host use, ShmAllReduce.hpp). The rs/ar column is reduce_scatter time over
+// the TCP all_reduce time: a bandwidth-optimal reduce-scatter moves half of
+// what a ring all-reduce moves, so theory says about 0.5.
 //
 //   rh_bench_comm [--ranks N] [--max-mib M] [--reps R] [--backend gloo]
 #include <netinet/in.h>
@@ -76,14 +78,18 @@ double median_time(Communicator& world, int reps, Op&& op) {
   return runs[runs.size() / 2];
 }
 
-int run_rank(const Options& opt, int rank, int port) {
+int run_rank(const Options& opt, int rank, int port, int shm_port) {
   rh::comm::RendezvousOptions o;
   o.master_port = port;
   o.rank = rank;
   o.world_size = opt.ranks;
   o.timeout_s = 120;
   o.backend = opt.backend;
-  auto world = rh::comm::create_world(o);
+  o.shared_memory = false;
+  auto world = rh::comm::create_world(o);  // over TCP
+  o.master_port = shm_port;
+  o.shared_memory = true;
+  auto shm_world = rh::comm::create_world(o);
   const size_t P = static_cast<size_t>(opt.ranks);
   const size_t max_count = (size_t{1} << 20) * static_cast<size_t>(opt.max_mib) / sizeof(float);
   std::vector<float> a(max_count, 1.0f / static_cast<float>(P));
@@ -92,8 +98,10 @@ int run_rank(const Options& opt, int rank, int port) {
     std::printf(
         "communicator benchmark: backend %s, %d ranks on 127.0.0.1, float32, median of %d\n",
         opt.backend.c_str(), opt.ranks, opt.reps);
-    std::printf("%9s %14s %14s %14s %8s %12s\n", "size MiB", "all_reduce ms", "reduce_scat ms",
-                "all_gather ms", "rs/ar", "ar algo GB/s");
+    std::printf("all_reduce through %s next to it; rs/ar against the TCP all_reduce\n",
+                shm_world->all_reduce_transport().c_str());
+    std::printf("%9s %14s %14s %14s %8s %12s %14s %8s\n", "size MiB", "all_reduce ms",
+                "reduce_scat ms", "all_gather ms", "rs/ar", "ar algo GB/s", "ar shm ms", "shm/tcp");
     std::fflush(stdout);
   }
   for (int mib = 1; mib <= opt.max_mib; mib *= 2) {
@@ -106,13 +114,18 @@ int run_rank(const Options& opt, int rank, int port) {
     });
     double ag = median_time(
         *world, opt.reps, [&] { world->all_gather(floats(b, part), floats(a, part * P), false); });
+    double shm = median_time(*shm_world, opt.reps, [&] {
+      shm_world->all_reduce(floats(a, count), ReduceOp::Sum, false);
+    });
     if (rank == 0) {
-      std::printf("%9d %14.3f %14.3f %14.3f %8.3f %12.2f\n", mib, ar * 1e3, rs * 1e3, ag * 1e3,
-                  rs / ar, static_cast<double>(count * sizeof(float)) / ar / 1e9);
+      std::printf("%9d %14.3f %14.3f %14.3f %8.3f %12.2f %14.3f %8.3f\n", mib, ar * 1e3, rs * 1e3,
+                  ag * 1e3, rs / ar, static_cast<double>(count * sizeof(float)) / ar / 1e9,
+                  shm * 1e3, shm / ar);
       std::fflush(stdout);
     }
   }
   world->barrier();
+  shm_world->barrier();
   return 0;
 }
 
@@ -148,6 +161,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int port = free_port();
+  int shm_port = free_port();
+  while (shm_port == port) shm_port = free_port();
   std::vector<pid_t> pids;
   std::fflush(stdout);
   for (int r = 0; r < opt.ranks; ++r) {
@@ -155,7 +170,7 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       int code = 1;
       try {
-        code = run_rank(opt, r, port);
+        code = run_rank(opt, r, port, shm_port);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "[rank %d] %s\n", r, e.what());
       }

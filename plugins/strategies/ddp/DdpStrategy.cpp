@@ -4,18 +4,22 @@
 // and broadcast rank 0's weights (lifecycle step 3). This strategy groups
 // gradients into buckets (GradBucket.hpp) and all-reduces each bucket
 // asynchronously as soon as its last gradient is ready *during* backward, so
-// communication overlaps the rest of backward; SyncGradients waits for them
-// and writes the averaged gradients back. Gradient-accumulation steps
+// communication overlaps the rest of backward; SyncGradients waits for them.
+// Each gradient is copied into its bucket already divided by the world size
+// (the average costs no pass of its own) and then *is* its slice of the
+// bucket (Model_BindGrad, like PyTorch's gradient_as_bucket_view), so the
+// summed values need no copy back. Gradient-accumulation steps
 // (BeforeBackward(sync = 0)) do not communicate.
 //
+// clang-format off
 //   strategy:
 //     type: ddp
-//     bucket_cap_mb: 25            # later buckets
-//     first_bucket_mb: 1           # the first bucket, small so that communication starts early
-//     find_unused_parameters: false  # true: parameters without a gradient are expected (no
-//     warning) broadcast_buffers: true      # rank 0's buffers (batch-norm statistics) after every
-//     step device: auto                 # auto (cuda:LOCAL_RANK when LibTorch sees GPUs, else cpu)
-//     | cpu | cuda
+//     bucket_cap_mb: 25               # later buckets
+//     first_bucket_mb: 1              # the first bucket, small so that communication starts early
+//     find_unused_parameters: false   # true: parameters without a gradient are expected (no warning)
+//     broadcast_buffers: true         # rank 0's buffers (batch-norm statistics) after every step
+//     device: auto                    # auto (cuda:LOCAL_RANK when LibTorch sees GPUs, else cpu) | cpu | cuda
+// clang-format on
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -58,6 +62,7 @@ class DdpStrategy {
       throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                           "strategy 'ddp' needs the host's world communicator");
     world_ = args.world;
+    world_size_ = host_->Comm_Size(world_);
     const bool cuda = device_ == "cuda" || (device_ == "auto" && torch::cuda::is_available());
     if (cuda && !torch::cuda::is_available())
       throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
@@ -68,6 +73,7 @@ class DdpStrategy {
   void wrap(const rh_WrapArgs& args) {
     model_ = args.model;
     api_ = args.model_api;
+    can_bind_ = RH_STRUCT_HAS(api_, rh_ModelApi, Model_BindGrad) && api_->Model_BindGrad != nullptr;
     const size_t n = api_->Model_NumParams(model_);
     std::vector<size_t> bytes(n, 0);
     trainable_.clear();
@@ -84,13 +90,17 @@ class DdpStrategy {
       device_of_params_ = p.device();
       numel_.resize(n, 0);
       numel_[i] = p.numel();
+      shapes_.resize(n);
+      shapes_[i] = p.sizes().vec();
       bytes[i] = static_cast<size_t>(p.numel()) * p.element_size();
       trainable_.push_back(i);
       rh::check(host_,
                 api_->Model_AddGradReadyCallback(model_, i, &DdpStrategy::on_grad_ready, this));
     }
     numel_.resize(n, 0);
+    shapes_.resize(n);
     bytes_ = bytes;
+    world_size_tensor_ = at::scalar_tensor(static_cast<double>(world_size_), at::kDouble);
     // Gradients become ready roughly in reverse registration order.
     std::vector<size_t> order(trainable_.rbegin(), trainable_.rend());
     set_plan(rh::ddp::plan_buckets(order, bytes_, n, first_cap_bytes_, cap_bytes_));
@@ -163,27 +173,42 @@ class DdpStrategy {
     return view == nullptr ? at::Tensor() : rh::borrow_tensor(view);
   }
 
-  // Copies the bucket's gradients into its flat buffer and starts the
-  // all-reduce (average) without waiting.
+  // Copies the bucket's gradients / world size into its flat buffer, makes
+  // each gradient its slice of the buffer, and starts the sum without
+  // waiting. A parameter without a gradient contributes zeros (and gets the
+  // other ranks' average).
   void launch(size_t b) {
     at::Tensor& flat = flats_[b];
     int64_t offset = 0;
     for (size_t i : plan_.buckets[b]) {
       at::Tensor slice = flat.narrow(0, offset, numel_[i]);
-      at::Tensor g = grad_of(i);
-      if (g.defined()) {
-        slice.copy_(g.reshape({-1}));
-      } else {
-        slice.zero_();
-      }
       offset += numel_[i];
+      at::Tensor g = grad_of(i);
+      if (!g.defined()) {
+        slice.zero_();
+      } else if (g.data_ptr() == slice.data_ptr()) {
+        slice.div_(world_size_);  // still bound: the optimizer zeroed in place
+        continue;
+      } else {
+        at::div_out(slice, g.reshape({-1}), world_size_tensor_);
+      }
+      if (can_bind_) bind_grad(i, slice);
     }
     dl_[b] = rh::export_tensor(flat);
-    rh::check(host_, host_->Comm_AllReduce(world_, dl_[b], RH_REDUCE_AVG, &works_[b]));
+    rh::check(host_, host_->Comm_AllReduce(world_, dl_[b], RH_REDUCE_SUM, &works_[b]));
     if (in_backward_) ++launched_in_backward_;
   }
 
-  // Waits for bucket b and writes the averaged values back into the grads.
+  void bind_grad(size_t i, const at::Tensor& slice) {
+    at::Tensor shaped = slice.view(shapes_[i]);
+    DLManagedTensor* dl = rh::export_tensor(shaped);
+    rh_Error* err = api_->Model_BindGrad(model_, i, dl);
+    if (err != nullptr) dl->deleter(dl);  // on error the tensor stays ours
+    rh::check(host_, err);
+  }
+
+  // Waits for bucket b. A host older than ABI 1.2 cannot bind gradients to
+  // the bucket: the summed values are copied back.
   void finish(size_t b) {
     rh_Error* err = host_->CommWork_Wait(works_[b]);
     host_->CommWork_Destroy(works_[b]);
@@ -191,6 +216,7 @@ class DdpStrategy {
     dl_[b]->deleter(dl_[b]);
     dl_[b] = nullptr;
     rh::check(host_, err);
+    if (can_bind_) return;
     int64_t offset = 0;
     for (size_t i : plan_.buckets[b]) {
       at::Tensor slice = flats_[b].narrow(0, offset, numel_[i]);
@@ -221,11 +247,15 @@ class DdpStrategy {
       }
     for (auto it = trainable_.rbegin(); it != trainable_.rend(); ++it)
       if (!seen[*it]) order[k++] = static_cast<int64_t>(*it);
-    at::Tensor t = at::from_blob(order.data(), {static_cast<int64_t>(order.size())}, at::kLong);
+    // On the parameters' device: the nccl communicator takes CUDA tensors only.
+    at::Tensor t = at::from_blob(order.data(), {static_cast<int64_t>(order.size())}, at::kLong)
+                       .to(device_of_params_);
     DLManagedTensor* dl = rh::export_tensor(t);
     rh_Error* err = host_->Comm_Broadcast(world_, dl, 0, nullptr);
     dl->deleter(dl);
     rh::check(host_, err);
+    t = t.cpu();
+    std::copy(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel(), order.begin());
     std::vector<size_t> agreed(order.begin(), order.end());
     set_plan(rh::ddp::plan_buckets(agreed, bytes_, numel_.size(), first_cap_bytes_, cap_bytes_));
   }
@@ -273,6 +303,10 @@ class DdpStrategy {
   const rh_ModelApi* api_ = nullptr;
   std::vector<size_t> trainable_;
   std::vector<int64_t> numel_;
+  std::vector<std::vector<int64_t>> shapes_;
+  int world_size_ = 1;
+  at::Tensor world_size_tensor_;  // 0-dim divisor of the average
+  bool can_bind_ = false;         // the host has Model_BindGrad (ABI >= 1.2)
   std::vector<size_t> bytes_;
   at::ScalarType dtype_ = at::kFloat;
   at::Device device_of_params_ = at::kCPU;

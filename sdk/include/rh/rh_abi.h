@@ -26,6 +26,8 @@
  *        checkpoint-IO vtables, rh_PluginInfo entry point.
  *   1.1  rh_HostApi: Checkpoint_Save, Checkpoint_Remove (hooks that decide
  *        when to checkpoint); rh_StrategyVtable: BeforeBackward.
+ *   1.2  rh_ModelApi: Model_BindGrad (a gradient that lives in the
+ *        strategy's memory, e.g. a bucket: no copy back after reducing).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -38,7 +40,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 1
+#define RH_ABI_VERSION_MINOR 2
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

@@ -84,8 +84,16 @@ typedef struct rh_ModelApi {
   /* Registers fn for `unit` at `phase`. Call from Wrap only. */
   rh_Error* (*Model_AddUnitCallback)(rh_Model* model, int32_t unit, rh_UnitPhase phase,
                                      rh_UnitFn fn, void* user_data);
+  /* ABI 1.2. Makes `grad` the parameter's gradient itself, not a copy: what the
+   * strategy later writes to that memory is the gradient (a data-parallel
+   * strategy binds each gradient to its slice of a bucket, so the reduced
+   * values need no copy back). Same shape, dtype and device as the
+   * parameter. Ownership of `grad` passes to the host on success (its deleter
+   * runs when the gradient is dropped, e.g. by zero_grad); on error it stays
+   * with the caller. May be called from a grad-ready callback. */
+  rh_Error* (*Model_BindGrad)(rh_Model* model, size_t index, DLManagedTensor* grad);
 } rh_ModelApi;
-#define RH_MODEL_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_ModelApi, Model_AddUnitCallback)
+#define RH_MODEL_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_ModelApi, Model_BindGrad)
 
 /* ---- Strategy plugin --------------------------------------------------- */
 

@@ -1,0 +1,268 @@
+#include "comm/ShmAllReduce.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+namespace rh::comm::detail {
+
+// One cache line per rank, written only by that rank: `posted` = the piece
+// whose data is in its slot, `reduced` = the piece whose share it reduced
+// into the result slot.
+struct alignas(64) ShmAllReduce::Control {
+  std::atomic<uint32_t> posted;
+  std::atomic<uint32_t> reduced;
+  std::atomic<int32_t> pid;
+};
+
+namespace {
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain memory");
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32-bit");
+
+using Clock = std::chrono::steady_clock;
+
+std::string first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string link_target(const char* path) {
+  char buf[256];
+  ssize_t n = ::readlink(path, buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("?");
+}
+
+// Gone, or a zombie nobody reaped yet: either way it will not post again.
+bool process_alive(int32_t pid) {
+  if (pid <= 0) return true;  // not published yet
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;  // no /proc: trust kill()
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return true;
+  const char state = text[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// Has `value` reached `target`? Sequence numbers wrap around.
+bool reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds limit) {
+  timespec ts{static_cast<time_t>(limit.count() / 1000000000),
+              static_cast<long>(limit.count() % 1000000000)};
+  // Shared futex (no FUTEX_PRIVATE_FLAG): the waker is another process.
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+std::string random_segment_name() {
+  std::random_device rd;
+  char name[64];
+  std::snprintf(name, sizeof(name), "/rh-allreduce-%d-%08x%08x", static_cast<int>(::getpid()), rd(),
+                rd());
+  return name;
+}
+
+}  // namespace
+
+std::string ShmAllReduce::host_identity() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  return std::string(host) + " boot " + first_line("/proc/sys/kernel/random/boot_id") + " " +
+         link_target("/proc/self/ns/ipc") + " " + link_target("/proc/self/ns/pid");
+}
+
+std::unique_ptr<ShmAllReduce> ShmAllReduce::connect(const ShmRendezvous& store, int rank, int size,
+                                                    std::vector<int> global_ranks,
+                                                    const std::string& host_identity,
+                                                    std::chrono::milliseconds timeout,
+                                                    std::string* why_not) {
+  auto fail = [&](const std::string& why) -> std::unique_ptr<ShmAllReduce> {
+    if (why_not != nullptr) *why_not = why;
+    return nullptr;
+  };
+  const size_t n = static_cast<size_t>(size);
+  const size_t control_bytes = n * sizeof(Control);
+  const size_t bytes = control_bytes + (n + 1) * kSlotBytes;
+
+  // 1. Are we all on one host? Rank 0 decides, and names the segment.
+  store.set("shm/host/" + std::to_string(rank), host_identity);
+  std::string decision;
+  int fd = -1;
+  if (rank == 0) {
+    for (int r = 1; r < size && decision.empty(); ++r)
+      if (store.get("shm/host/" + std::to_string(r)) != host_identity)
+        decision =
+            "-rank " + std::to_string(global_ranks[static_cast<size_t>(r)]) + " is on another host";
+    if (decision.empty()) {
+      const std::string name = random_segment_name();
+      fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd < 0) {
+        decision = "-shm_open(" + name + "): " + std::strerror(errno);
+      } else if (int e = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
+        // Reserved now: a full /dev/shm is an error here, not a SIGBUS later.
+        decision = "-cannot reserve " + std::to_string(bytes >> 20) +
+                   " MiB in /dev/shm: " + std::strerror(e);
+        ::close(fd);
+        fd = -1;
+        ::shm_unlink(name.c_str());
+      } else {
+        decision = name;
+      }
+    }
+    store.set("shm/name", decision);
+  } else {
+    decision = store.get("shm/name");
+  }
+  if (decision.empty() || decision[0] == '-')
+    return fail(decision.empty() ? "?" : decision.substr(1));
+
+  // 2. Everyone maps it and says whether that worked; rank 0 unlinks the name
+  // once all have it open (the memory lives until the last unmap, and no
+  // name outlives a crash).
+  std::string mine = "ok";
+  if (rank != 0) {
+    fd = ::shm_open(decision.c_str(), O_RDWR, 0600);
+    if (fd < 0)
+      mine = "shm_open(" + decision + ") on rank " +
+             std::to_string(global_ranks[static_cast<size_t>(rank)]) + ": " + std::strerror(errno);
+  }
+  void* base = MAP_FAILED;
+  if (fd >= 0) {
+    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+      mine = "mmap on rank " + std::to_string(global_ranks[static_cast<size_t>(rank)]) + ": " +
+             std::strerror(errno);
+    ::close(fd);
+  }
+  store.set("shm/mapped/" + std::to_string(rank), mine);
+  std::string failure;
+  for (int r = 0; r < size; ++r) {
+    std::string s = r == rank ? mine : store.get("shm/mapped/" + std::to_string(r));
+    if (s != "ok" && failure.empty()) failure = s;
+  }
+  if (rank == 0) ::shm_unlink(decision.c_str());
+  if (!failure.empty()) {
+    if (base != MAP_FAILED) ::munmap(base, bytes);
+    return fail(failure);
+  }
+
+  std::unique_ptr<ShmAllReduce> s(new ShmAllReduce());
+  s->rank_ = rank;
+  s->size_ = size;
+  s->global_ranks_ = std::move(global_ranks);
+  s->timeout_ = timeout;
+  s->base_ = base;
+  s->bytes_ = bytes;
+  s->control_ = static_cast<Control*>(base);
+  s->slots_ = static_cast<unsigned char*>(base) + control_bytes;
+  // The segment starts zeroed (sequence 0 everywhere); only the pid is ours.
+  s->control_[rank].pid.store(static_cast<int32_t>(::getpid()), std::memory_order_release);
+  return s;
+}
+
+ShmAllReduce::~ShmAllReduce() {
+  if (base_ != nullptr) ::munmap(base_, bytes_);
+}
+
+void ShmAllReduce::publish(bool reduced_phase, uint32_t value) {
+  std::atomic<uint32_t>& word = reduced_phase ? control_[rank_].reduced : control_[rank_].posted;
+  word.store(value, std::memory_order_release);
+  futex_wake_all(&word);
+}
+
+// Until every rank's posted (or reduced) counter reached `target`. Spins a
+// few microseconds first (a peer that is running will be there soon), then
+// sleeps on the peer's futex word in 50 ms slices, checking the deadline and
+// whether the peer still exists.
+void ShmAllReduce::wait_all(uint32_t target, bool reduced_phase) {
+  const auto deadline = Clock::now() + timeout_;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    Control& peer = control_[r];
+    std::atomic<uint32_t>& word = reduced_phase ? peer.reduced : peer.posted;
+    for (int spin = 0; spin < 256 && !reached(word.load(std::memory_order_acquire), target); ++spin)
+      cpu_relax();
+    for (;;) {
+      const uint32_t v = word.load(std::memory_order_acquire);
+      if (reached(v, target)) break;
+      futex_wait(&word, v, std::chrono::milliseconds(50));
+      if (reached(word.load(std::memory_order_acquire), target)) break;
+      const int global = global_ranks_[static_cast<size_t>(r)];
+      if (Clock::now() > deadline)
+        throw std::runtime_error("timed out waiting for rank " + std::to_string(global) +
+                                 " in the shared-memory all-reduce (it has not " +
+                                 (reduced_phase ? "reduced its share" : "posted its data") +
+                                 " yet)");
+      const int32_t pid = peer.pid.load(std::memory_order_acquire);
+      if (!process_alive(pid))
+        throw std::runtime_error("rank " + std::to_string(global) + " (pid " + std::to_string(pid) +
+                                 ") exited during the shared-memory all-reduce");
+    }
+  }
+}
+
+void ShmAllReduce::all_reduce(void* data, size_t count, size_t element_size, ReduceFn fn) {
+  auto* bytes = static_cast<unsigned char*>(data);
+  const size_t es = element_size;
+  const size_t per_piece = kSlotBytes / es;
+  const size_t n = static_cast<size_t>(size_);
+  unsigned char* result = slots_ + n * kSlotBytes;
+  unsigned char* own_slot = slots_ + static_cast<size_t>(rank_) * kSlotBytes;
+  for (size_t start = 0; start < count; start += per_piece) {
+    const size_t len = std::min(per_piece, count - start);
+    unsigned char* piece = bytes + start * es;
+    const uint32_t seq = ++sequence_;
+    // Every rank has read the previous result (it posted this piece): our
+    // slot and our share of the result may be overwritten.
+    std::memcpy(own_slot, piece, len * es);
+    publish(false, seq);
+    wait_all(seq, false);
+    // Our share: elements [lo, hi), reduced over the slots in rank order (the
+    // same order whichever rank reduces it). 16-element shares keep the
+    // vector loops aligned.
+    const size_t share = (len + n - 1) / n;
+    const size_t aligned = (share + 15) / 16 * 16;
+    const size_t lo = std::min(len, static_cast<size_t>(rank_) * aligned);
+    const size_t hi = std::min(len, lo + aligned);
+    if (hi > lo) {
+      const size_t off = lo * es;
+      fn(result + off, slots_ + off, slots_ + kSlotBytes + off, hi - lo);
+      for (size_t r = 2; r < n; ++r)
+        fn(result + off, result + off, slots_ + r * kSlotBytes + off, hi - lo);
+    }
+    publish(true, seq);
+    wait_all(seq, true);
+    std::memcpy(piece, result, len * es);
+  }
+}
+
+}  // namespace rh::comm::detail
