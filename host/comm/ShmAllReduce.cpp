@@ -16,6 +16,7 @@
 #include <fstream>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 namespace rh::comm::detail {
 
@@ -113,10 +114,25 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::connect(const ShmRendezvous& store, 
   const size_t control_bytes = n * sizeof(Control);
   const size_t bytes = control_bytes + (n + 1) * kSlotBytes;
 
+  // Whatever way we leave (a peer that never comes makes store.get throw):
+  // rank 0's name is unlinked, and a mapping nobody took over is unmapped.
+  struct Cleanup {
+    std::string name;
+    int fd = -1;
+    void* base = MAP_FAILED;
+    size_t bytes = 0;
+    ~Cleanup() {
+      if (fd >= 0) ::close(fd);
+      if (!name.empty()) ::shm_unlink(name.c_str());
+      if (base != MAP_FAILED) ::munmap(base, bytes);
+    }
+  } cleanup;
+  cleanup.bytes = bytes;
+  int& fd = cleanup.fd;
+
   // 1. Are we all on one host? Rank 0 decides, and names the segment.
   store.set("shm/host/" + std::to_string(rank), host_identity);
   std::string decision;
-  int fd = -1;
   if (rank == 0) {
     for (int r = 1; r < size && decision.empty(); ++r)
       if (store.get("shm/host/" + std::to_string(r)) != host_identity)
@@ -136,6 +152,7 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::connect(const ShmRendezvous& store, 
         ::shm_unlink(name.c_str());
       } else {
         decision = name;
+        cleanup.name = name;
       }
     }
     store.set("shm/name", decision);
@@ -146,8 +163,8 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::connect(const ShmRendezvous& store, 
     return fail(decision.empty() ? "?" : decision.substr(1));
 
   // 2. Everyone maps it and says whether that worked; rank 0 unlinks the name
-  // once all have it open (the memory lives until the last unmap, and no
-  // name outlives a crash).
+  // once all have it open (Cleanup, on return: the memory lives until the
+  // last unmap, and no name outlives the rendezvous).
   std::string mine = "ok";
   if (rank != 0) {
     fd = ::shm_open(decision.c_str(), O_RDWR, 0600);
@@ -155,13 +172,13 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::connect(const ShmRendezvous& store, 
       mine = "shm_open(" + decision + ") on rank " +
              std::to_string(global_ranks[static_cast<size_t>(rank)]) + ": " + std::strerror(errno);
   }
-  void* base = MAP_FAILED;
   if (fd >= 0) {
-    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED)
+    cleanup.base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (cleanup.base == MAP_FAILED)
       mine = "mmap on rank " + std::to_string(global_ranks[static_cast<size_t>(rank)]) + ": " +
              std::strerror(errno);
     ::close(fd);
+    fd = -1;
   }
   store.set("shm/mapped/" + std::to_string(rank), mine);
   std::string failure;
@@ -169,21 +186,17 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::connect(const ShmRendezvous& store, 
     std::string s = r == rank ? mine : store.get("shm/mapped/" + std::to_string(r));
     if (s != "ok" && failure.empty()) failure = s;
   }
-  if (rank == 0) ::shm_unlink(decision.c_str());
-  if (!failure.empty()) {
-    if (base != MAP_FAILED) ::munmap(base, bytes);
-    return fail(failure);
-  }
+  if (!failure.empty()) return fail(failure);
 
   std::unique_ptr<ShmAllReduce> s(new ShmAllReduce());
   s->rank_ = rank;
   s->size_ = size;
   s->global_ranks_ = std::move(global_ranks);
   s->timeout_ = timeout;
-  s->base_ = base;
+  s->base_ = std::exchange(cleanup.base, MAP_FAILED);
   s->bytes_ = bytes;
-  s->control_ = static_cast<Control*>(base);
-  s->slots_ = static_cast<unsigned char*>(base) + control_bytes;
+  s->control_ = static_cast<Control*>(s->base_);
+  s->slots_ = static_cast<unsigned char*>(s->base_) + control_bytes;
   // The segment starts zeroed (sequence 0 everywhere); only the pid is ours.
   s->control_[rank].pid.store(static_cast<int32_t>(::getpid()), std::memory_order_release);
   return s;

@@ -29,8 +29,9 @@ using rh::test::check;
 using rh::test::RankContext;
 using rh::test::run_ranks;
 
-// Keys are files of `dir`, written under a temporary name and renamed.
-ShmRendezvous file_store(const fs::path& dir, int rank) {
+// Keys are files of `dir`, written under a temporary name and renamed; a
+// get gives up after `patience_ms`.
+ShmRendezvous file_store(const fs::path& dir, int rank, int patience_ms = 10000) {
   return ShmRendezvous{[dir, rank](const std::string& key, const std::string& value) {
                          std::string name = key;
                          for (char& c : name)
@@ -39,11 +40,11 @@ ShmRendezvous file_store(const fs::path& dir, int rank) {
                          std::ofstream(tmp) << value;
                          fs::rename(tmp, dir / name);
                        },
-                       [dir](const std::string& key) {
+                       [dir, patience_ms](const std::string& key) {
                          std::string name = key;
                          for (char& c : name)
                            if (c == '/') c = '_';
-                         for (int i = 0; i < 2000; ++i) {
+                         for (int waited = 0; waited < patience_ms; waited += 5) {
                            std::ifstream in(dir / name);
                            if (in) return std::string(std::istreambuf_iterator<char>(in), {});
                            std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -113,6 +114,31 @@ TEST(ShmAllReduceTest, LeavesNoSegmentNameBehind) {
     shm->all_reduce(v.data(), 1, sizeof(double),
                     rh::comm::detail::reduce_function({kDLFloat, 64, 1}, ReduceOp::Sum, "t"));
     check(v[0] == 2.0, "sum after the unlink");
+    return 0;
+  }));
+}
+
+// Rank 1 dies before mapping the segment: rank 0's rendezvous fails, and the
+// segment it created does not stay behind in /dev/shm.
+TEST(ShmAllReduceTest, APeerLostDuringSetUpLeavesNoSegmentBehind) {
+  rh::test::TempDir dir;
+  expect_all_ok(run_ranks(2, [&](const RankContext& ctx) {
+    if (ctx.rank == 1) {
+      file_store(dir.path(), 1).set("shm/host/1", ShmAllReduce::host_identity());
+      return 0;  // gone before "shm/name" is even read
+    }
+    std::string why;
+    try {
+      ShmAllReduce::connect(file_store(dir.path(), 0, /*patience_ms=*/500), 0, 2, ranks_of(2),
+                            ShmAllReduce::host_identity(), std::chrono::seconds(10), &why);
+      check(false, "connect without rank 1 must fail");
+    } catch (const std::runtime_error& e) {
+      check(std::string(e.what()).find("shm/mapped/1 never set") != std::string::npos, e.what());
+    }
+    const std::string prefix = "rh-allreduce-" + std::to_string(::getpid()) + "-";
+    for (const auto& e : fs::directory_iterator("/dev/shm"))
+      check(e.path().filename().string().rfind(prefix, 0) != 0,
+            "left behind: " + e.path().string());
     return 0;
   }));
 }
