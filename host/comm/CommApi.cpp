@@ -54,16 +54,10 @@ std::map<const host::HostServices*, std::unique_ptr<Registry>>& registries() {
 
 template <class Fn>
 rh_Error* guarded(const char* what, Fn&& fn) noexcept {
-  try {
+  return host::guard_entry(what, [&]() -> rh_Error* {
     fn();
     return nullptr;
-  } catch (const HostError& e) {
-    return new_error(e.code(), e.what());
-  } catch (const std::exception& e) {
-    return new_error(RH_ERROR_INTERNAL, std::string(what) + ": " + e.what());
-  } catch (...) {
-    return new_error(RH_ERROR_INTERNAL, std::string(what) + ": unknown exception");
-  }
+  });
 }
 
 Communicator& comm_of(const rh_Comm* c, const char* what) {

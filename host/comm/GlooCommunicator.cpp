@@ -454,6 +454,8 @@ class GlooCommunicator final : public Communicator {
     GlooStore store(shared_->store, prefix_ + "/", shared_->timeout);
     try {
       context->connectFullMesh(store, shared_->device);
+      // Its rendezvous goes through the same store: failures read the same.
+      if (shared_->shared_memory) connect_shared_memory(store);
     } catch (const std::exception& e) {
       const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
       std::string detail =
@@ -478,7 +480,6 @@ class GlooCommunicator final : public Communicator {
       throw host::HostError(timed_out ? RH_ERROR_TIMEOUT : RH_ERROR_IO, text);
     }
     context_ = std::move(context);
-    if (shared_->shared_memory) connect_shared_memory(store);
   }
 
   // Collective like connect(): every member learns the same answer.

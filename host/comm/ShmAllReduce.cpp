@@ -21,12 +21,13 @@
 namespace rh::comm::detail {
 
 // One cache line per rank, written only by that rank: `posted` = the piece
-// whose data is in its slot, `reduced` = the piece whose share it reduced
-// into the result slot.
+// whose data is in its slot (`piece_bytes` long), `reduced` = the piece whose
+// share it reduced into the result slot.
 struct alignas(64) ShmAllReduce::Control {
   std::atomic<uint32_t> posted;
   std::atomic<uint32_t> reduced;
   std::atomic<int32_t> pid;
+  std::atomic<uint64_t> piece_bytes;  // written before `posted` (release)
 };
 
 namespace {
@@ -257,8 +258,20 @@ void ShmAllReduce::all_reduce(void* data, size_t count, size_t element_size, Red
     // Every rank has read the previous result (it posted this piece): our
     // slot and our share of the result may be overwritten.
     std::memcpy(own_slot, piece, len * es);
+    control_[rank_].piece_bytes.store(len * es, std::memory_order_relaxed);
     publish(false, seq);
     wait_all(seq, false);
+    // Ranks that called with different sizes would from here on reduce
+    // pieces of different collectives together: an error instead.
+    for (int r = 0; r < size_; ++r) {
+      const uint64_t theirs = control_[r].piece_bytes.load(std::memory_order_relaxed);
+      if (theirs != len * es)
+        throw std::runtime_error("rank " + std::to_string(global_ranks_[static_cast<size_t>(r)]) +
+                                 " reduces " + std::to_string(theirs) + " bytes where rank " +
+                                 std::to_string(global_ranks_[static_cast<size_t>(rank_)]) +
+                                 " reduces " + std::to_string(len * es) +
+                                 " (every rank must pass the same size and dtype)");
+    }
     // Our share: elements [lo, hi), reduced over the slots in rank order (the
     // same order whichever rank reduces it). 16-element shares keep the
     // vector loops aligned.

@@ -62,36 +62,42 @@ rh_Error* fill(rh_Model* m, const rh::model::NamedTensor& t, const std::string& 
 }
 
 rh_Error* Model_GetParam(rh_Model* m, size_t i, rh_ParamInfo* out) {
-  if (i >= m->params.size())
-    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetParam: index out of range");
-  return fill(m, m->params[i], m->module_paths[i], m->unit_of_param[i],
-              m->params[i].tensor.requires_grad(), out);
+  return host::guard_entry("Model_GetParam", [&]() -> rh_Error* {
+    if (i >= m->params.size())
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetParam: index out of range");
+    return fill(m, m->params[i], m->module_paths[i], m->unit_of_param[i],
+                m->params[i].tensor.requires_grad(), out);
+  });
 }
 
 rh_Error* Model_GetBuffer(rh_Model* m, size_t i, rh_ParamInfo* out) {
-  if (i >= m->buffers.size())
-    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetBuffer: index out of range");
-  const std::string& name = m->buffers[i].name;
-  return fill(m, m->buffers[i],
-              name.substr(0, name.rfind('.') == std::string::npos ? 0 : name.rfind('.')), 0, false,
-              out);
+  return host::guard_entry("Model_GetBuffer", [&]() -> rh_Error* {
+    if (i >= m->buffers.size())
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetBuffer: index out of range");
+    const std::string& name = m->buffers[i].name;
+    return fill(m, m->buffers[i],
+                name.substr(0, name.rfind('.') == std::string::npos ? 0 : name.rfind('.')), 0,
+                false, out);
+  });
 }
 
 rh_Error* Model_GetGrad(rh_Model* m, size_t i, DLManagedTensor** out) {
-  if (i >= m->params.size())
-    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetGrad: index out of range");
-  const at::Tensor& grad = m->params[i].tensor.grad();
-  if (!grad.defined()) {
-    *out = nullptr;
+  return host::guard_entry("Model_GetGrad", [&]() -> rh_Error* {
+    if (i >= m->params.size())
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetGrad: index out of range");
+    const at::Tensor& grad = m->params[i].tensor.grad();
+    if (!grad.defined()) {
+      *out = nullptr;
+      return nullptr;
+    }
+    if (m->grad_views[i] == nullptr || m->grad_view_of[i] != grad.unsafeGetTensorImpl()) {
+      if (m->grad_views[i] != nullptr) m->grad_views[i]->deleter(m->grad_views[i]);
+      m->grad_views[i] = at::toDLPack(grad);
+      m->grad_view_of[i] = grad.unsafeGetTensorImpl();
+    }
+    *out = m->grad_views[i];
     return nullptr;
-  }
-  if (m->grad_views[i] == nullptr || m->grad_view_of[i] != grad.unsafeGetTensorImpl()) {
-    if (m->grad_views[i] != nullptr) m->grad_views[i]->deleter(m->grad_views[i]);
-    m->grad_views[i] = at::toDLPack(grad);
-    m->grad_view_of[i] = grad.unsafeGetTensorImpl();
-  }
-  *out = m->grad_views[i];
-  return nullptr;
+  });
 }
 
 // Runs after a parameter's AccumulateGrad: its .grad is complete for this
@@ -114,50 +120,58 @@ class GradReadyHook : public torch::autograd::FunctionPostHook {
 };
 
 rh_Error* Model_AddGradReadyCallback(rh_Model* m, size_t i, rh_GradReadyFn fn, void* user) {
-  if (i >= m->params.size() || fn == nullptr)
-    return host::new_error(RH_ERROR_INVALID_ARGUMENT,
-                           "Model_AddGradReadyCallback: bad index or NULL function");
-  const at::Tensor& p = m->params[i].tensor;
-  if (!p.requires_grad())
-    return host::new_error(
-        RH_ERROR_INVALID_ARGUMENT,
-        "Model_AddGradReadyCallback: parameter '" + m->params[i].name + "' does not require grad");
-  std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(p);
-  acc->add_post_hook(std::make_unique<GradReadyHook>(fn, user, i));
-  m->accumulators.push_back(std::move(acc));
-  return nullptr;
+  return host::guard_entry("Model_AddGradReadyCallback", [&]() -> rh_Error* {
+    if (i >= m->params.size() || fn == nullptr)
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                             "Model_AddGradReadyCallback: bad index or NULL function");
+    const at::Tensor& p = m->params[i].tensor;
+    if (!p.requires_grad())
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_AddGradReadyCallback: parameter '" +
+                                                            m->params[i].name +
+                                                            "' does not require grad");
+    std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(p);
+    acc->add_post_hook(std::make_unique<GradReadyHook>(fn, user, i));
+    m->accumulators.push_back(std::move(acc));
+    return nullptr;
+  });
 }
 
 rh_Error* Model_SetGrad(rh_Model* m, size_t i, const DLManagedTensor* grad) {
-  if (i >= m->params.size() || grad == nullptr)
-    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_SetGrad: bad index or NULL gradient");
-  at::Tensor& p = m->params[i].tensor;
-  at::Tensor src = rh::borrow_tensor(grad);
-  if (src.sizes() != p.sizes())
-    return host::new_error(
-        RH_ERROR_INVALID_ARGUMENT,
-        "Model_SetGrad: gradient shape does not match '" + m->params[i].name + "'");
-  torch::NoGradGuard no_grad;
-  if (p.grad().defined()) {
-    p.mutable_grad().copy_(src);
-  } else {
-    p.mutable_grad() = src.to(p.options()).clone();
-  }
-  return nullptr;
+  return host::guard_entry("Model_SetGrad", [&]() -> rh_Error* {
+    if (i >= m->params.size() || grad == nullptr)
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                             "Model_SetGrad: bad index or NULL gradient");
+    at::Tensor& p = m->params[i].tensor;
+    at::Tensor src = rh::borrow_tensor(grad);
+    if (src.sizes() != p.sizes())
+      return host::new_error(
+          RH_ERROR_INVALID_ARGUMENT,
+          "Model_SetGrad: gradient shape does not match '" + m->params[i].name + "'");
+    torch::NoGradGuard no_grad;
+    if (p.grad().defined()) {
+      p.mutable_grad().copy_(src);
+    } else {
+      p.mutable_grad() = src.to(p.options()).clone();
+    }
+    return nullptr;
+  });
 }
 
 rh_Error* Model_BindGrad(rh_Model* m, size_t i, DLManagedTensor* grad) {
-  if (i >= m->params.size() || grad == nullptr)
-    return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_BindGrad: bad index or NULL gradient");
-  at::Tensor& p = m->params[i].tensor;
-  const at::Tensor view = rh::borrow_tensor(grad);  // for the checks; does not own
-  if (view.sizes() != p.sizes() || view.scalar_type() != p.scalar_type() ||
-      view.device() != p.device())
-    return host::new_error(RH_ERROR_INVALID_ARGUMENT,
-                           "Model_BindGrad: gradient shape, dtype or device does not match '" +
-                               m->params[i].name + "'");
-  p.mutable_grad() = at::fromDLPack(grad);  // owns `grad` from here on
-  return nullptr;
+  return host::guard_entry("Model_BindGrad", [&]() -> rh_Error* {
+    if (i >= m->params.size() || grad == nullptr)
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                             "Model_BindGrad: bad index or NULL gradient");
+    at::Tensor& p = m->params[i].tensor;
+    const at::Tensor view = rh::borrow_tensor(grad);  // for the checks; does not own
+    if (view.sizes() != p.sizes() || view.scalar_type() != p.scalar_type() ||
+        view.device() != p.device())
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                             "Model_BindGrad: gradient shape, dtype or device does not match '" +
+                                 m->params[i].name + "'");
+    p.mutable_grad() = at::fromDLPack(grad);  // owns `grad` from here on
+    return nullptr;
+  });
 }
 
 }  // namespace

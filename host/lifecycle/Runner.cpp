@@ -16,6 +16,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "checkpoint/CheckpointStore.hpp"
 #include "checkpoint/TensorDict.hpp"
@@ -526,18 +527,33 @@ struct Runner::State {
   // The mean of a scalar over the ranks (logged metrics), started now and
   // read later so that it overlaps the optimizer step instead of adding a
   // round trip to every iteration.
-  struct PendingAverage {
-    at::Tensor value;
-    std::shared_ptr<comm::Work> work;  // null in one process
-    double get() const {
-      if (work) work->wait();
-      return value.item<double>();
+  class PendingAverage {
+   public:
+    PendingAverage(at::Tensor value, std::shared_ptr<comm::Work> work)
+        : value_(std::move(value)), work_(std::move(work)) {}
+    PendingAverage(PendingAverage&&) = default;
+    // Left unread (the step threw): the collective still writes into value_.
+    ~PendingAverage() {
+      if (!work_) return;
+      try {
+        work_->wait();
+      } catch (...) {  // the step's own error is the one to report
+      }
     }
+    double get() {
+      if (work_) std::exchange(work_, nullptr)->wait();
+      return value_.item<double>();
+    }
+
+   private:
+    at::Tensor value_;
+    std::shared_ptr<comm::Work> work_;  // null in one process, or once read
   };
   PendingAverage start_average(double value) {
     at::Tensor t = on_comm_device(torch::tensor({value}, torch::kDouble));
     if (world_size <= 1) return {t, nullptr};
-    return {t, world->all_reduce(buffer(t), comm::ReduceOp::Avg, true)};
+    auto work = world->all_reduce(buffer(t), comm::ReduceOp::Avg, true);
+    return {std::move(t), std::move(work)};
   }
 
   void build_model() {
@@ -781,7 +797,9 @@ struct Runner::State {
     YAML::Node loop = YAML::Load(checkpoint::get_text(state_dict, "loop"));
     // The data position counts batches of this world's sampler split: with
     // another world size it would name other samples.
-    const int64_t saved_world = loop["world_size"] ? loop["world_size"].as<int64_t>() : 1;
+    // (Checkpoints written before the world size was recorded are not checked.)
+    const int64_t saved_world =
+        loop["world_size"] ? loop["world_size"].as<int64_t>() : int64_t{world_size};
     if (saved_world != world_size)
       throw host::HostError(
           RH_ERROR_FAILED_PRECONDITION,

@@ -32,4 +32,20 @@ rh_Error* new_error(rh_ErrorCode code, std::string message);
 // message is `context + ": " + message`.
 void throw_if_error(rh_Error* error, const std::string& context);
 
+// Runs the body of a C entry point (`fn` returns rh_Error*) so that no C++
+// exception crosses the ABI: a HostError keeps its code, anything else
+// becomes RH_ERROR_INTERNAL prefixed with `what` (the entry's name).
+template <class Fn>
+rh_Error* guard_entry(const char* what, Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const HostError& e) {
+    return new_error(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return new_error(RH_ERROR_INTERNAL, std::string(what) + ": " + e.what());
+  } catch (...) {
+    return new_error(RH_ERROR_INTERNAL, std::string(what) + ": unknown exception");
+  }
+}
+
 }  // namespace rh::host

@@ -176,6 +176,29 @@ TEST(ShmAllReduceTest, GlooTakesSharedMemoryOnOneHostAndTcpWhenTurnedOff) {
   }));
 }
 
+// A plugin that passes different sizes on different ranks gets an error on
+// every rank instead of pieces of different collectives summed together.
+TEST(ShmAllReduceTest, DifferentSizesOnTheRanksAreAnError) {
+  expect_all_ok(run_ranks(2, [](const RankContext& ctx) {
+    auto world = rh::comm::create_world(ctx.options());
+    std::vector<float> v(ctx.rank == 0 ? 100 : 101, 1.0f);
+    rh::comm::Buffer b{v.data(), v.size(), {kDLFloat, 32, 1}, {kDLCPU, 0}};
+    try {
+      world->all_reduce(b, ReduceOp::Sum, false);
+      check(false, "all_reduce of 100 and 101 floats must fail");
+    } catch (const rh::host::HostError& e) {
+      const std::string m = e.what();
+      std::printf("[rank %d] %s\n", ctx.rank, m.c_str());
+      check(m.find("all_reduce failed on rank " + std::to_string(ctx.rank)) == 0, m);
+      check(m.find("reduces 404 bytes") != std::string::npos ||
+                m.find("reduces 400 bytes") != std::string::npos,
+            m);
+      check(m.find("every rank must pass the same size and dtype") != std::string::npos, m);
+    }
+    return 0;
+  }));
+}
+
 TEST(ShmAllReduceTest, TimeoutNamesTheCollectiveTheStepAndTheMissingRank) {
   rh::test::TempDir dir;
   const std::string done = (dir / "rank0-done").string();

@@ -99,6 +99,7 @@ class DdpStrategy {
     }
     numel_.resize(n, 0);
     shapes_.resize(n);
+    seen_.assign(n, 0);
     bytes_ = bytes;
     world_size_tensor_ = at::scalar_tensor(static_cast<double>(world_size_), at::kDouble);
     // Gradients become ready roughly in reverse registration order.
@@ -111,6 +112,8 @@ class DdpStrategy {
     sync_ = sync;
     in_backward_ = true;
     std::fill(ready_.begin(), ready_.end(), 0);
+    std::fill(seen_.begin(), seen_.end(), 0);
+    twice_ = -1;
     next_launch_ = 0;
     launched_in_backward_ = 0;
     observed_.clear();
@@ -119,6 +122,17 @@ class DdpStrategy {
   void sync_gradients(bool sync) {
     in_backward_ = false;
     if (!sync) return;
+    if (twice_ >= 0) {
+      rh_ParamInfo info{};
+      info.struct_size = RH_PARAM_INFO_STRUCT_SIZE;
+      rh::check(host_, api_->Model_GetParam(model_, static_cast<size_t>(twice_), &info));
+      throw rh::Exception(
+          RH_ERROR_FAILED_PRECONDITION,
+          "strategy 'ddp': parameter '" + std::string(info.name.data, info.name.size) +
+              "' received its gradient twice in one backward (a second backward, or reentrant "
+              "checkpointing, before the optimizer step): its bucket was already being reduced; "
+              "ddp reduces each gradient once per step (accumulate with accumulative_counts)");
+    }
     // Buckets whose gradients never all arrived (unused parameters) are
     // reduced too, in order, so every rank issues the same collectives.
     for (size_t b = next_launch_; b < plan_.buckets.size(); ++b) {
@@ -156,6 +170,11 @@ class DdpStrategy {
 
   void grad_ready(size_t index) {
     if (!sync_) return;
+    if (seen_[index]) {  // reported by sync_gradients: a C callback cannot throw
+      if (twice_ < 0) twice_ = static_cast<int64_t>(index);
+      return;
+    }
+    seen_[index] = 1;
     observed_.push_back(index);
     const int b = plan_.bucket_of[index];
     if (b < 0) return;
@@ -322,6 +341,8 @@ class DdpStrategy {
   size_t launched_in_backward_ = 0;
   bool record_order_ = false;
   std::vector<size_t> observed_;
+  std::vector<char> seen_;  // this backward: parameter's gradient arrived
+  int64_t twice_ = -1;      // first parameter whose gradient arrived twice
   bool warned_unused_ = false;
 };
 
