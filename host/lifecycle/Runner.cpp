@@ -338,13 +338,16 @@ struct Runner::State {
     at::Tensor target = batch.target.to(device);  // (B) / (B, T)
     at::Tensor logits = model->forward(input);    // (B, C) / (B, T, V)
     at::Tensor loss = Evaluator::loss(model->task(), logits, target);
+    // The logged loss is the mean over ranks: its all-reduce runs while we
+    // do backward and the step (read at the end, no round trip of its own;
+    // every rank issues it here, before the strategy's collectives).
+    PendingAverage mean_loss = start_average(loss);
     const auto& vt = c.strategy->vtable();
     if (vt.BeforeBackward)
       check(*c.strategy, "BeforeBackward", vt.BeforeBackward(c.strategy->handle(), step ? 1 : 0));
     (window == 1 ? loss : loss / static_cast<double>(window)).backward();
     if (vt.SyncGradients)
       check(*c.strategy, "SyncGradients", vt.SyncGradients(c.strategy->handle(), step ? 1 : 0));
-    PendingAverage mean_loss = start_average(loss.item<double>());  // mean over ranks
     double grad_norm = -1;
     if (step) {
       grad_norm = optim->step();
@@ -525,8 +528,8 @@ struct Runner::State {
   }
 
   // The mean of a scalar over the ranks (logged metrics), started now and
-  // read later so that it overlaps the optimizer step instead of adding a
-  // round trip to every iteration.
+  // read later so that it overlaps backward and the optimizer step instead of
+  // adding a round trip to every iteration.
   class PendingAverage {
    public:
     PendingAverage(at::Tensor value, std::shared_ptr<comm::Work> work)
@@ -549,8 +552,11 @@ struct Runner::State {
     at::Tensor value_;
     std::shared_ptr<comm::Work> work_;  // null in one process, or once read
   };
-  PendingAverage start_average(double value) {
-    at::Tensor t = on_comm_device(torch::tensor({value}, torch::kDouble));
+  PendingAverage start_average(const at::Tensor& scalar) {
+    // A copy (the collective writes it in place), on the communicator's
+    // device, read without a device sync until get().
+    at::Tensor t = on_comm_device(
+        scalar.detach().reshape({1}).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true));
     if (world_size <= 1) return {t, nullptr};
     auto work = world->all_reduce(buffer(t), comm::ReduceOp::Avg, true);
     return {std::move(t), std::move(work)};
