@@ -553,11 +553,13 @@ struct Runner::State {
     std::shared_ptr<comm::Work> work_;  // null in one process, or once read
   };
   PendingAverage start_average(const at::Tensor& scalar) {
-    // A copy (the collective writes it in place), on the communicator's
-    // device, read without a device sync until get().
-    at::Tensor t = on_comm_device(
-        scalar.detach().reshape({1}).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true));
+    // A copy (the collective writes it in place), read without a device sync
+    // until get(); alone, it stays where it is (a move to the CPU here would
+    // wait for the GPU before backward is even queued).
+    at::Tensor t =
+        scalar.detach().reshape({1}).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
     if (world_size <= 1) return {t, nullptr};
+    t = on_comm_device(t);
     auto work = world->all_reduce(buffer(t), comm::ReduceOp::Avg, true);
     return {std::move(t), std::move(work)};
   }
