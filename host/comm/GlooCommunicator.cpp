@@ -304,16 +304,15 @@ class GlooCommunicator final : public Communicator {
         [this, b, es, fn, op] {
           if (shm_) {
             shm_->all_reduce(b.data, b.count, es, fn);
-            if (op == ReduceOp::Avg) divide_in_place(b.data, b.count, b.dtype, size_);
-            return;
+          } else {
+            gloo::AllreduceOptions opts(context_);
+            opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+            set_allreduce_output(opts, b.data, b.count, es);
+            opts.setReduceFunction(fn);
+            opts.setTimeout(shared_->timeout);
+            opts.setMaxSegmentSize(kSegmentBytes);
+            gloo::allreduce(opts);
           }
-          gloo::AllreduceOptions opts(context_);
-          opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-          set_allreduce_output(opts, b.data, b.count, es);
-          opts.setReduceFunction(fn);
-          opts.setTimeout(shared_->timeout);
-          opts.setMaxSegmentSize(kSegmentBytes);
-          gloo::allreduce(opts);
           if (op == ReduceOp::Avg) divide_in_place(b.data, b.count, b.dtype, size_);
         },
         async);
