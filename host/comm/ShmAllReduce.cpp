@@ -21,13 +21,14 @@
 namespace rh::comm::detail {
 
 // One cache line per rank, written only by that rank: `posted` = the piece
-// whose data is in its slot (`piece_bytes` long), `reduced` = the piece whose
-// share it reduced into the result slot.
+// whose data is in its slot, `reduced` = the piece whose share it reduced
+// into the result slot.
 struct alignas(64) ShmAllReduce::Control {
   std::atomic<uint32_t> posted;
   std::atomic<uint32_t> reduced;
   std::atomic<int32_t> pid;
-  std::atomic<uint64_t> piece_bytes;  // written before `posted` (release)
+  std::atomic<uint64_t> call_bytes;  // size of the all_reduce `posted` belongs to,
+                                     // written before `posted` (release)
 };
 
 namespace {
@@ -251,6 +252,7 @@ void ShmAllReduce::all_reduce(void* data, size_t count, size_t element_size, Red
   const size_t n = static_cast<size_t>(size_);
   unsigned char* result = slots_ + n * kSlotBytes;
   unsigned char* own_slot = slots_ + static_cast<size_t>(rank_) * kSlotBytes;
+  const uint64_t call_bytes = count * es;
   for (size_t start = 0; start < count; start += per_piece) {
     const size_t len = std::min(per_piece, count - start);
     unsigned char* piece = bytes + start * es;
@@ -258,18 +260,19 @@ void ShmAllReduce::all_reduce(void* data, size_t count, size_t element_size, Red
     // Every rank has read the previous result (it posted this piece): our
     // slot and our share of the result may be overwritten.
     std::memcpy(own_slot, piece, len * es);
-    control_[rank_].piece_bytes.store(len * es, std::memory_order_relaxed);
+    control_[rank_].call_bytes.store(call_bytes, std::memory_order_relaxed);
     publish(false, seq);
     wait_all(seq, false);
     // Ranks that called with different sizes would from here on reduce
-    // pieces of different collectives together: an error instead.
+    // pieces of different collectives together: an error instead (checked
+    // on every piece: the sizes may share their first pieces).
     for (int r = 0; r < size_; ++r) {
-      const uint64_t theirs = control_[r].piece_bytes.load(std::memory_order_relaxed);
-      if (theirs != len * es)
+      const uint64_t theirs = control_[r].call_bytes.load(std::memory_order_relaxed);
+      if (theirs != call_bytes)
         throw std::runtime_error("rank " + std::to_string(global_ranks_[static_cast<size_t>(r)]) +
                                  " reduces " + std::to_string(theirs) + " bytes where rank " +
                                  std::to_string(global_ranks_[static_cast<size_t>(rank_)]) +
-                                 " reduces " + std::to_string(len * es) +
+                                 " reduces " + std::to_string(call_bytes) +
                                  " (every rank must pass the same size and dtype)");
     }
     // Our share: elements [lo, hi), reduced over the slots in rank order (the

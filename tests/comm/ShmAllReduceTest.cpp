@@ -2,10 +2,10 @@
 // key-value store): results over several pieces on 2 and 3 ranks, no segment
 // name left in /dev/shm, ranks on different hosts fall back, and through the
 // gloo communicator: which transport all_reduce takes, a timeout inside it.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -29,23 +29,26 @@ using rh::test::check;
 using rh::test::RankContext;
 using rh::test::run_ranks;
 
+// The file of `key` in `dir` ('/' in keys become '_').
+fs::path key_file(const fs::path& dir, std::string key) {
+  std::replace(key.begin(), key.end(), '/', '_');
+  return dir / key;
+}
+
 // Keys are files of `dir`, written under a temporary name and renamed; a
 // get gives up after `patience_ms`.
 ShmRendezvous file_store(const fs::path& dir, int rank, int patience_ms = 10000) {
   return ShmRendezvous{[dir, rank](const std::string& key, const std::string& value) {
-                         std::string name = key;
-                         for (char& c : name)
-                           if (c == '/') c = '_';
-                         const fs::path tmp = dir / (name + ".tmp" + std::to_string(rank));
+                         const fs::path file = key_file(dir, key);
+                         fs::path tmp = file;
+                         tmp += ".tmp" + std::to_string(rank);
                          std::ofstream(tmp) << value;
-                         fs::rename(tmp, dir / name);
+                         fs::rename(tmp, file);
                        },
                        [dir, patience_ms](const std::string& key) {
-                         std::string name = key;
-                         for (char& c : name)
-                           if (c == '/') c = '_';
+                         const fs::path file = key_file(dir, key);
                          for (int waited = 0; waited < patience_ms; waited += 5) {
-                           std::ifstream in(dir / name);
+                           std::ifstream in(file);
                            if (in) return std::string(std::istreambuf_iterator<char>(in), {});
                            std::this_thread::sleep_for(std::chrono::milliseconds(5));
                          }
@@ -165,6 +168,7 @@ TEST(ShmAllReduceTest, GlooTakesSharedMemoryOnOneHostAndTcpWhenTurnedOff) {
     auto group = on->new_group({0, 1});
     check(group->all_reduce_transport() == "shared memory",
           "group: " + group->all_reduce_transport());
+    on->barrier();  // rank 0 hosts the store: it stays until every rank is done with it
     return 0;
   }));
   expect_all_ok(run_ranks(2, [](const RankContext& ctx) {
@@ -172,6 +176,7 @@ TEST(ShmAllReduceTest, GlooTakesSharedMemoryOnOneHostAndTcpWhenTurnedOff) {
     o.shared_memory = false;
     auto off = rh::comm::create_world(o);
     check(off->all_reduce_transport() == "tcp ring", off->all_reduce_transport());
+    off->barrier();
     return 0;
   }));
 }
@@ -194,6 +199,33 @@ TEST(ShmAllReduceTest, DifferentSizesOnTheRanksAreAnError) {
                 m.find("reduces 400 bytes") != std::string::npos,
             m);
       check(m.find("every rank must pass the same size and dtype") != std::string::npos, m);
+    }
+    return 0;
+  }));
+}
+
+// Sizes that agree on their first pieces (2 and 3 pieces): still an error,
+// on the first piece, not a later collective's data summed into the third.
+TEST(ShmAllReduceTest, SizesSharingTheirFirstPiecesAreAnErrorToo) {
+  rh::test::TempDir dir;
+  expect_all_ok(run_ranks(2, [&](const RankContext& ctx) {
+    std::string why;
+    auto shm = ShmAllReduce::connect(file_store(dir.path(), ctx.rank), ctx.rank, 2, ranks_of(2),
+                                     ShmAllReduce::host_identity(), std::chrono::seconds(10), &why);
+    check(shm != nullptr, "connect: " + why);
+    const size_t piece = ShmAllReduce::kSlotBytes / sizeof(float);
+    std::vector<float> v((ctx.rank == 0 ? 2 : 3) * piece, 1.0f);
+    try {
+      shm->all_reduce(v.data(), v.size(), sizeof(float),
+                      rh::comm::detail::reduce_function({kDLFloat, 32, 1}, ReduceOp::Sum, "t"));
+      check(false, "2 and 3 pieces must fail");
+    } catch (const std::runtime_error& e) {
+      const std::string m = e.what();
+      check(m.find("rank " + std::to_string(1 - ctx.rank) + " reduces " +
+                   std::to_string((ctx.rank == 0 ? 3 : 2) * ShmAllReduce::kSlotBytes) +
+                   " bytes where rank " + std::to_string(ctx.rank) + " reduces " +
+                   std::to_string(v.size() * sizeof(float))) == 0,
+            m);
     }
     return 0;
   }));
