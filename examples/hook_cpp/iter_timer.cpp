@@ -7,7 +7,7 @@
 //
 //   hooks:
 //     - type: iter_timer
-//       plugin: /path/to/librh_example_iter_timer.so
+//       plugin: /path/to/librh_hook_iter_timer.so
 //       interval: 50          # default 50, must be > 0
 //
 // The class below is ordinary C++: HookAdapter generates the C vtable and

@@ -6,7 +6,7 @@
 // average their parameters. (With sync_every: 1 and plain SGD this equals
 // data parallel: the mean of w - lr·g_r is w - lr·mean(g).)
 //
-//   strategy: {plugin: /path/librh_example_local_sgd.so, type: local_sgd, sync_every: 4}
+//   strategy: {plugin: /path/librh_strategy_local_sgd.so, type: local_sgd, sync_every: 4}
 #include <torch/torch.h>
 
 #include "rh/cpp/plugin.hpp"

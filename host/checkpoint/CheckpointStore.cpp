@@ -1,15 +1,22 @@
 #include "checkpoint/CheckpointStore.hpp"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <regex>
+#include <sstream>
 
 #include "plugins/ComponentFactory.hpp"
 #include "plugins/HostError.hpp"
@@ -45,6 +52,69 @@ void write_file_durably(const fs::path& p, const std::string& content) {
   fsync_path(p, false);
 }
 
+// Plain-name rule shared by checkpoint names and file stems: it cannot leave
+// the directory, hide itself or carry odd bytes.
+bool plain_name(const std::string& name) {
+  static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.-]*");
+  return name.size() <= 200 && std::regex_match(name, kName);
+}
+
+// Test-only fault injection (RH_FAULT_INJECT, a comma-separated list).
+bool fault_injected(const std::string& item) {
+  const char* env = std::getenv("RH_FAULT_INJECT");
+  if (env == nullptr) return false;
+  std::stringstream list(env);
+  std::string entry;
+  while (std::getline(list, entry, ','))
+    if (entry == item) return true;
+  return false;
+}
+
+// A crash at this step of the publish: SIGKILL, so nothing (no destructor,
+// no catch block) gets to tidy up, as with a power cut or the OOM killer.
+void publish_step(const char* step) {
+  if (fault_injected(std::string("ckpt_publish:") + step)) std::raise(SIGKILL);
+}
+
+// renameat2(RENAME_EXCHANGE); -1 with errno as the kernel sets it.
+int exchange_paths(const fs::path& a, const fs::path& b) {
+  if (fault_injected("ckpt_no_exchange")) {
+    errno = EINVAL;
+    return -1;
+  }
+#ifdef RENAME_EXCHANGE
+  return ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE);
+#else
+  return static_cast<int>(
+      ::syscall(SYS_renameat2, AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), 1 << 1));
+#endif
+}
+
+// Removes `<name>.tmp-<pid>-...` left by a process that no longer runs (a
+// killed save: a half-written new one, or the old one after the exchange).
+// A live process's temporaries (another job in the same work_dir) are left.
+void remove_leftovers(const fs::path& work_dir, const std::string& name) {
+  const std::string prefix = name + ".tmp-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(work_dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = file.substr(prefix.size());
+    const size_t digits = rest.find_first_not_of("0123456789");
+    if (digits == 0 || rest.empty()) continue;
+    const long pid = std::strtol(rest.substr(0, digits).c_str(), nullptr, 10);
+    const bool dead = ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    if (pid != ::getpid() && !dead) continue;
+    std::error_code rm;
+    fs::remove_all(entry.path(), rm);
+    if (rm)
+      spdlog::warn("cannot remove {} left by an interrupted save: {}", entry.path().string(),
+                   rm.message());
+    else
+      spdlog::info("removed {}, left by an interrupted save", entry.path().string());
+  }
+}
+
 rh_CheckpointFileArgs file_args(const fs::path& dir_path, const std::string& dir,
                                 const std::string& stem, rh_StateDict* dict) {
   (void)dir_path;
@@ -67,33 +137,82 @@ CheckpointMeta read_meta(const fs::path& dir) {
     m.format_version = meta["format_version"].as<int>();
     m.iter = meta["iter"].as<int64_t>();
     for (const auto& f : meta["files"]) m.files.push_back(f.as<std::string>());
+    for (const std::string& stem : m.files) {
+      if (!plain_name(stem))
+        throw host::HostError(RH_ERROR_DATA_LOSS,
+                              "checkpoint " + dir.string() + ": meta.json lists the file stem '" +
+                                  stem +
+                                  "', which is not a plain file name ([A-Za-z0-9_.-], not "
+                                  "starting with '.'); refusing to read it");
+    }
     return m;
   } catch (const YAML::Exception& e) {
     throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + " is corrupted: " + e.what());
   }
 }
 
+std::string meta_digest(const fs::path& dir) {
+  const fs::path p = dir / "meta.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec))
+    throw host::HostError(RH_ERROR_DATA_LOSS,
+                          p.string() + " is missing (an incomplete checkpoint)");
+  std::ifstream in(p, std::ios::binary);
+  if (!in) io_error("cannot open " + p.string(), errno);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) io_error("cannot read " + p.string(), errno);
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a 64: offset basis and prime
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
 CheckpointStore::CheckpointStore(fs::path work_dir, host::CheckpointIoInstance& io)
     : work_dir_(std::move(work_dir)), io_(io) {}
 
-bool CheckpointStore::valid_name(const std::string& name) {
-  static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.-]*");
-  return name != "latest" && std::regex_match(name, kName) &&
-         name.find(".tmp-") == std::string::npos;
+std::string CheckpointStore::name_problem(const std::string& name) {
+  if (!plain_name(name))
+    return "'" + name +
+           "' is not a checkpoint name ([A-Za-z0-9_][A-Za-z0-9_.-]*, at most 200 characters)";
+  if (name == "latest") return "'latest' is reserved (the pointer file)";
+  for (const char* part : {".tmp-", ".old-"})
+    if (name.find(part) != std::string::npos)
+      return "'" + name + "' contains '" + part + "', reserved for temporaries";
+  if (name.size() >= 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)
+    return "'" + name + "' ends in '.tmp', reserved for temporaries";
+  return "";
+}
+
+bool CheckpointStore::valid_name(const std::string& name) { return name_problem(name).empty(); }
+
+std::string CheckpointStore::meta_digest(const fs::path& dir) const {
+  return checkpoint::meta_digest(dir);
 }
 
 fs::path CheckpointStore::save(const std::string& name, const std::vector<CheckpointFile>& files,
                                const std::string& meta_json) {
-  if (!valid_name(name))
-    throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name '" + name + "'");
+  const std::string problem = name_problem(name);
+  if (!problem.empty())
+    throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name: " + problem);
+  for (const CheckpointFile& f : files)
+    if (!plain_name(f.stem))
+      throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "checkpoint '" + name + "': file stem '" +
+                                                           f.stem + "' is not a plain file name");
   static std::atomic<int> counter{0};
   const fs::path final_dir = work_dir_ / name;
   const fs::path tmp =
       work_dir_ / (name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::error_code ec;
+  // After the exchange `tmp` holds the previous checkpoint, no longer named:
+  // a later failure removing it (in the catch below) loses nothing.
   try {
     fs::create_directories(work_dir_, ec);
     if (ec) io_error("cannot create work_dir " + work_dir_.string(), ec.value());
+    remove_leftovers(work_dir_, name);
     if (!fs::create_directory(tmp, ec) || ec)
       io_error("cannot create checkpoint directory " + tmp.string(), ec ? ec.value() : EEXIST);
     const std::string tmp_str = tmp.string();
@@ -110,25 +229,62 @@ fs::path CheckpointStore::save(const std::string& name, const std::vector<Checkp
                                         [&] { return io_.vtable().Flush(io_.handle()); });
       host::throw_if_error(err, "checkpoint '" + name + "': " + io_.what() + " Flush");
     }
+    publish_step("files_written");
     write_file_durably(tmp / "meta.json", meta_json);
     fsync_path(tmp, true);
-    // Publish. A checkpoint of the same name is replaced: moved aside first,
-    // so the new one is never mixed with the old one's files.
-    fs::path old;
-    if (fs::exists(final_dir)) {
-      old = work_dir_ / (name + ".old-" + std::to_string(::getpid()));
-      fs::rename(final_dir, old, ec);
-      if (ec) io_error("cannot move the previous " + final_dir.string() + " aside", ec.value());
+    publish_step("meta_written");
+    // Publish. The old checkpoint of that name is swapped out in the same
+    // step the new one comes in, so the name never points at nothing and
+    // the new one is never mixed with the old one's files.
+    const fs::file_status existing = fs::symlink_status(final_dir, ec);
+    if (fs::exists(existing)) {
+      if (!fs::is_directory(existing))
+        throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                              "cannot publish checkpoint " + final_dir.string() +
+                                  ": something that is not a directory has that name");
+      if (exchange_paths(tmp, final_dir) != 0) {
+        const int err = errno;
+        if (err != EINVAL && err != ENOSYS)
+          io_error("cannot exchange " + tmp.string() + " with " + final_dir.string(), err);
+        // The file system cannot exchange (EINVAL): two renames, with a
+        // moment in between where <name> does not exist.
+        spdlog::warn(
+            "{}: the file system does not support renameat2(RENAME_EXCHANGE); replacing "
+            "checkpoint '{}' is not atomic (a crash between two renames leaves no '{}'; "
+            "resume: auto then takes the newest other valid checkpoint)",
+            work_dir_.string(), name, name);
+        const fs::path aside = tmp.string() + "-old";
+        fs::rename(final_dir, aside, ec);
+        if (ec) io_error("cannot move the previous " + final_dir.string() + " aside", ec.value());
+        publish_step("moved_aside");
+        fs::rename(tmp, final_dir, ec);
+        if (ec) {
+          std::error_code back;
+          fs::rename(aside, final_dir, back);
+          io_error("cannot publish checkpoint " + final_dir.string(), ec.value());
+        }
+        fs::rename(aside, tmp, ec);  // so the removal below finds it
+        if (ec) io_error("cannot rename " + aside.string(), ec.value());
+      }
+    } else {
+      fs::rename(tmp, final_dir, ec);
+      if (ec) io_error("cannot publish checkpoint " + final_dir.string(), ec.value());
     }
-    fs::rename(tmp, final_dir, ec);
-    if (ec) io_error("cannot publish checkpoint " + final_dir.string(), ec.value());
     fsync_path(work_dir_, true);
-    if (!old.empty()) fs::remove_all(old, ec);
+    publish_step("exchanged");
     // Point `latest` at it, atomically.
     write_file_durably(work_dir_ / "latest.tmp", name + "\n");
+    publish_step("latest_tmp_written");
     fs::rename(work_dir_ / "latest.tmp", work_dir_ / "latest", ec);
     if (ec) io_error("cannot update " + (work_dir_ / "latest").string(), ec.value());
     fsync_path(work_dir_, true);
+    publish_step("latest_updated");
+    // The previous checkpoint (at `tmp` after the exchange), or nothing.
+    fs::remove_all(tmp, ec);
+    if (ec)
+      spdlog::warn("cannot remove the replaced checkpoint {}: {} (the next save of '{}' retries)",
+                   tmp.string(), ec.message(), name);
+    publish_step("old_removed");
   } catch (...) {
     fs::remove_all(tmp, ec);
     fs::remove(work_dir_ / "latest.tmp", ec);
@@ -138,8 +294,9 @@ fs::path CheckpointStore::save(const std::string& name, const std::vector<Checkp
 }
 
 void CheckpointStore::remove(const std::string& name) {
-  if (!valid_name(name))
-    throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name '" + name + "'");
+  const std::string problem = name_problem(name);
+  if (!problem.empty())
+    throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name: " + problem);
   if (name == latest())
     throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
                           "refusing to remove checkpoint '" + name + "': `latest` points to it");
@@ -177,11 +334,29 @@ std::string CheckpointStore::verify(const fs::path& dir) const {
   }
 }
 
-std::string CheckpointStore::latest() const {
-  std::ifstream in(work_dir_ / "latest");
-  std::string name;
-  std::getline(in, name);
-  return name;
+namespace {
+// The content of `latest` and, when it is not to be followed, why.
+std::string read_latest(const fs::path& work_dir, std::string* problem) {
+  const fs::path p = work_dir / "latest";
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return "";
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!content.empty() && content.back() == '\n') content.pop_back();
+  const std::string why = CheckpointStore::name_problem(content);
+  if (why.empty()) return content;
+  if (problem)
+    *problem = p.string() + ": ignored, its content is not a checkpoint of " + work_dir.string() +
+               ": " + why;
+  return "";
+}
+}  // namespace
+
+std::string CheckpointStore::latest() const { return read_latest(work_dir_, nullptr); }
+
+std::string CheckpointStore::latest_problem() const {
+  std::string problem;
+  read_latest(work_dir_, &problem);
+  return problem;
 }
 
 std::optional<fs::path> CheckpointStore::find_resumable(std::vector<std::string>* skipped) const {
@@ -190,7 +365,9 @@ std::optional<fs::path> CheckpointStore::find_resumable(std::vector<std::string>
   };
   std::error_code ec;
   if (!fs::is_directory(work_dir_, ec)) return std::nullopt;
-  std::string pointed = latest();
+  std::string latest_why;
+  const std::string pointed = read_latest(work_dir_, &latest_why);
+  if (!latest_why.empty() && skipped) skipped->push_back(latest_why);
   if (!pointed.empty()) {
     std::string why = verify(work_dir_ / pointed);
     if (why.empty()) return work_dir_ / pointed;
@@ -200,9 +377,9 @@ std::optional<fs::path> CheckpointStore::find_resumable(std::vector<std::string>
   std::vector<std::pair<int64_t, fs::path>> candidates;
   for (const auto& entry : fs::directory_iterator(work_dir_, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || !valid_name(name) || name == pointed ||
-        name.find(".old-") != std::string::npos)
-      continue;
+    // Temporaries (`.tmp-`), old-style `.old-` leftovers and other files are
+    // not checkpoints: the same rule as save's.
+    if (!entry.is_directory() || !valid_name(name) || name == pointed) continue;
     try {
       candidates.emplace_back(read_meta(entry.path()).iter, entry.path());
     } catch (const std::exception& e) {

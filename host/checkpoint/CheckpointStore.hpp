@@ -2,14 +2,30 @@
 //
 //   save:  <work_dir>/<name>.tmp-<pid>-<n>/   every file via the checkpoint-IO
 //                                             plugin (each fsynced), meta.json last
-//          fsync the directory, rename to <work_dir>/<name>, fsync work_dir
-//          <work_dir>/latest.tmp -> latest   (atomic replace of the pointer)
+//          fsync the directory; then publish:
+//            no <name> yet:  rename(tmp, <name>)
+//            <name> exists:  renameat2(tmp, <name>, RENAME_EXCHANGE): the new
+//                            one takes the name and the old one the tmp path
+//                            in one step, so a complete <name> exists at every
+//                            instant (a crash leaves the old or the new one)
+//          fsync work_dir, <work_dir>/latest.tmp -> latest (atomic replace of
+//          the pointer), then the old one (now at the tmp path) is removed.
 //   A failure at any point removes the temporary directory and leaves every
-//   published checkpoint and `latest` as they were.
+//   published checkpoint and `latest` as they were. Leftover `<name>.tmp-*`
+//   of a killed process are never resumed from and are removed by the next
+//   save of <name>. A file system that refuses RENAME_EXCHANGE (EINVAL) gets
+//   a warning and the old two-step replacement (old aside, new in place).
 //
-//   resume: `latest` when it verifies, else the newest checkpoint (by the
-//   iteration in its meta.json) that verifies; a torn or corrupted one is
+//   resume: `latest` when it names a valid checkpoint name (never followed
+//   otherwise) and that checkpoint verifies, else the newest checkpoint (by
+//   the iteration in its meta.json) that verifies; a torn or corrupted one is
 //   skipped with the reason logged.
+//
+//   Tests only: RH_FAULT_INJECT=ckpt_publish:<step> kills the process with
+//   SIGKILL at that step of save (files_written, meta_written, exchanged,
+//   latest_tmp_written, latest_updated, old_removed; moved_aside in the
+//   two-rename fallback);
+//   RH_FAULT_INJECT=ckpt_no_exchange makes RENAME_EXCHANGE look unsupported.
 #pragma once
 
 #include <cstdint>
@@ -54,11 +70,22 @@ class CheckpointStore {
   // The checkpoint `resume: auto` continues from; nullopt when there is none.
   // `skipped` receives "<dir>: <reason>" for every invalid one passed over.
   std::optional<std::filesystem::path> find_resumable(std::vector<std::string>* skipped) const;
-  // The name `latest` points to ("" when none).
+  // The name `latest` points to; "" when there is none or its content is not
+  // a valid checkpoint name (see latest_problem).
   std::string latest() const;
+  // Why the content of `latest` is ignored ("" when it is fine or absent).
+  std::string latest_problem() const;
 
-  // "[A-Za-z0-9_.-]+", not "latest", not starting with '.'.
+  // The one rule for checkpoint names, used by save, remove, resume and the
+  // listing of work_dir: [A-Za-z0-9_][A-Za-z0-9_.-]*, at most 200 characters,
+  // not "latest", not containing ".tmp-" or ".old-" and not ending in ".tmp"
+  // (the names of temporaries, which resume never picks).
   static bool valid_name(const std::string& name);
+  // Why `name` is not valid ("" when it is), for messages.
+  static std::string name_problem(const std::string& name);
+
+  // See meta_digest() below.
+  std::string meta_digest(const std::filesystem::path& dir) const;
 
  private:
   std::filesystem::path work_dir_;
@@ -72,6 +99,15 @@ struct CheckpointMeta {
   int64_t iter = 0;
   std::vector<std::string> files;
 };
+// Also refuses (DATA_LOSS, naming the checkpoint) a "files" stem that is not
+// a plain file name: a third-party checkpoint-IO plugin may not check.
 CheckpointMeta read_meta(const std::filesystem::path& dir);
+
+// 64-bit FNV-1a of meta.json's bytes as 16 lowercase hex digits: which
+// checkpoint this is (meta.json holds its iteration and the resolved job),
+// so ranks can confirm they see the same one. Throws HostError
+// (RH_ERROR_DATA_LOSS) naming the file when it is missing, RH_ERROR_IO when
+// it cannot be read.
+std::string meta_digest(const std::filesystem::path& dir);
 
 }  // namespace rh::checkpoint

@@ -31,7 +31,7 @@ void put_tensor(rh_StateDict& dict, const std::string& key, const at::Tensor& te
   at::Tensor cpu = tensor.detach().to(at::kCPU).contiguous();
   DLManagedTensor* dl = at::toDLPack(cpu);
   try {
-    dict.entries[key] = host::copy_tensor_entry(*dl);
+    dict.entries[key] = host::copy_tensor_entry(*dl, key);
   } catch (...) {
     dl->deleter(dl);
     throw;
@@ -71,7 +71,7 @@ std::string LoadReport::str() const {
   };
   list("missing in the checkpoint", missing);
   list("unexpected in the checkpoint", unexpected);
-  list("shape mismatch", mismatched);
+  list("mismatched (shape or dtype)", mismatched);
   return out.str();
 }
 
@@ -92,10 +92,29 @@ LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
       report.missing.push_back(t.name);
       continue;
     }
-    at::Tensor src = get_tensor(dict, key);
+    const rh_StateDict::Entry& e = entry(dict, key);
+    at::Tensor src;
+    try {
+      src = get_tensor(dict, key);
+    } catch (const c10::Error&) {
+      // A dtype LibTorch has no type for (U16, U32, U64 from a safetensors file).
+      report.mismatched.push_back(t.name + ": checkpoint dtype DLPack code " +
+                                  std::to_string(e.dtype.code) + " bits " +
+                                  std::to_string(e.dtype.bits) + " vs model " +
+                                  std::string(c10::toString(t.tensor.scalar_type())));
+      continue;
+    }
     if (src.sizes() != t.tensor.sizes()) {
       report.mismatched.push_back(t.name + ": checkpoint " + shape_str(src.sizes()) + " vs model " +
                                   shape_str(t.tensor.sizes()));
+      continue;
+    }
+    // copy_ would convert silently: a checkpoint of another precision is not
+    // the state the model had, so it is reported like a shape difference.
+    if (src.scalar_type() != t.tensor.scalar_type()) {
+      report.mismatched.push_back(t.name + ": checkpoint dtype " +
+                                  std::string(c10::toString(src.scalar_type())) + " vs model " +
+                                  std::string(c10::toString(t.tensor.scalar_type())));
       continue;
     }
     t.tensor.copy_(src);

@@ -25,14 +25,16 @@ bool has(const rh_StateDict& dict, const std::string& key);
 struct LoadReport {
   std::vector<std::string> missing;     // in the model, not in the dict
   std::vector<std::string> unexpected;  // in the dict, not in the model
-  std::vector<std::string> mismatched;  // "name: checkpoint [2, 3] vs model [3, 2]"
+  // "name: checkpoint [2, 3] vs model [3, 2]", "name: checkpoint dtype Half vs model Float"
+  std::vector<std::string> mismatched;
   bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
   std::string str() const;  // one line per problem, at most 10 of each
 };
 
 // Copies every dict entry whose key (after `prefix`) names one of `targets`
-// into it (no_grad, dtype converted). Entries under other prefixes are
-// ignored.
+// into it (no_grad). An entry of another shape or dtype is not copied but
+// reported in `mismatched` (a dtype is never converted silently). Entries
+// under other prefixes are ignored.
 LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
                      const std::vector<model::NamedTensor>& targets);
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/CliOptions.hpp"
 #include "cli/PluginListing.hpp"
@@ -16,6 +17,7 @@
 #include "config/JobSchema.hpp"
 #include "config/Schema.hpp"
 #include "launch/LaunchMain.hpp"
+#include "launch/StopSignal.hpp"
 #include "lifecycle/JobComponents.hpp"
 #include "lifecycle/Runner.hpp"
 #include "plugins/ComponentFactory.hpp"
@@ -111,14 +113,29 @@ int main(int argc, char** argv) {
   host::install_torch_services(services);
   warn_on_reference_blas();
 
+  // Relative --plugin-path / RH_PLUGIN_PATH entries are relative to the job
+  // file's directory (as `plugin:` paths are); without a job file they are
+  // refused rather than read against the current directory.
+  std::optional<fs::path> job_dir;
+  if (!opts.config.empty()) job_dir = fs::absolute(opts.config).parent_path();
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<host::SearchDir> search_dirs;
+  try {
+    search_dirs =
+        host::plugin_search_dirs(opts.plugin_paths, std::getenv("RH_PLUGIN_PATH"), exe, job_dir);
+  } catch (const host::HostError& e) {
+    return fail(kExitInvalid, e.what());
+  }
   host::PluginRegistry registry(tag, services);
-  registry.scan(host::plugin_search_dirs(opts.plugin_paths, std::getenv("RH_PLUGIN_PATH"), exe));
   if (opts.list_plugins) {
+    // Only here is every library opened (its constructors run): a job opens
+    // just the ones its components need.
+    registry.scan(search_dirs);
     std::cout << cli::list_plugins(registry);
     return 0;
   }
+  registry.set_search_path(search_dirs);
 
   // Step 0: the whole job is read and validated before anything is created.
   config::Job job;
@@ -141,11 +158,11 @@ int main(int argc, char** argv) {
     if (const config::Node* level = job.root->find("log_level")) set_log_level(level->as_string());
 
   // Step 1: create the job's plugin components; each validates its subtree.
-  const fs::path job_dir = fs::absolute(opts.config).parent_path();
-  host::ComponentFactory factory(registry, services, job_dir,
+  host::ComponentFactory factory(registry, services, *job_dir,
                                  default_work_dir(*job.root, opts.config));
   lifecycle::JobComponents components;
   try {
+    factory.load_explicit_plugins(*job.root);
     components = lifecycle::create_components(factory, *job.root);
   } catch (const std::exception& e) {
     return fail(kExitInvalid, e.what());
@@ -162,13 +179,19 @@ int main(int argc, char** argv) {
   run_opts.mode = opts.mode == "val"    ? lifecycle::RunMode::Val
                   : opts.mode == "test" ? lifecycle::RunMode::Test
                                         : lifecycle::RunMode::Train;
-  run_opts.job_dir = job_dir;
+  run_opts.job_dir = *job_dir;
   run_opts.work_dir = default_work_dir(*job.root, opts.config);
   run_opts.config_yaml = config::to_yaml(*job.root);
   run_opts.runner_version = RH_VERSION;
+  // Preemption (SIGTERM, SIGUSR1): stop at the next iteration boundary,
+  // checkpointed, rather than die mid-step.
+  launch::install_stop_signal_handlers();
   try {
     lifecycle::Runner runner(*job.root, run_opts, services, std::move(components));
     runner.run();
+  } catch (const lifecycle::StopRequested& e) {
+    spdlog::warn("{}", e.what());
+    return 128 + e.signal();
   } catch (const config::ConfigError& e) {
     return fail(kExitInvalid, e.what());
   } catch (const std::exception& e) {

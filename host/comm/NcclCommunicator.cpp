@@ -19,10 +19,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 
 #include "comm/Backends.hpp"
 #include "comm/CommInternal.hpp"
+#include "comm/RankDevice.hpp"
 
 namespace rh::comm::detail {
 namespace {
@@ -409,7 +411,12 @@ std::unique_ptr<Communicator> create_nccl_world(StorePtr store, const Rendezvous
     throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
                           "backend 'nccl' needs a CUDA device; none is visible on rank " +
                               std::to_string(o.rank) + " (use backend 'gloo' on CPU)");
-  const int device = o.local_rank % devices;
+  int device = 0;
+  try {
+    device = rank_cuda_device(o.rank, o.local_rank, devices);
+  } catch (const std::runtime_error& e) {
+    throw host::HostError(RH_ERROR_FAILED_PRECONDITION, std::string("backend 'nccl': ") + e.what());
+  }
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
 
   Identity who;

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <exception>
@@ -70,7 +71,9 @@ struct DataLoader::Impl {
       inputs.push_back(std::move(e.input));
       targets.push_back(std::move(e.target));
     }
-    return Batch{at::stack(inputs), at::stack(targets)};
+    const size_t real = sampler.num_real_samples();
+    const size_t num_real = real > first ? std::min(real, last) - first : 0;
+    return Batch{at::stack(inputs), at::stack(targets), num_real};
   }
 
   void work() {

@@ -21,6 +21,9 @@ namespace rh::data {
 struct Batch {
   at::Tensor input;   // (B, ...) stacked Example::input
   at::Tensor target;  // (B) or (B, T)
+  // The first `num_real` examples are real; the rest are the sampler's
+  // padding (repeats that even out the ranks), which metrics must not count.
+  size_t num_real = 0;
 };
 
 struct LoaderOptions {

@@ -1,5 +1,6 @@
 #include "data/DistributedSampler.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -38,6 +39,15 @@ void DistributedSampler::set_epoch(int64_t epoch) { epoch_ = epoch; }
 size_t DistributedSampler::num_samples() const {
   const size_t world = static_cast<size_t>(world_size_);
   return drop_last_ ? dataset_size_ / world : (dataset_size_ + world - 1) / world;
+}
+
+size_t DistributedSampler::num_real_samples() const {
+  // Rank r takes padded positions r, r + world, ...; those below dataset_size
+  // are real.
+  const size_t world = static_cast<size_t>(world_size_);
+  const size_t r = static_cast<size_t>(rank_);
+  const size_t real = r < dataset_size_ ? (dataset_size_ - r + world - 1) / world : 0;
+  return std::min(real, num_samples());
 }
 
 std::vector<size_t> DistributedSampler::indices() const {

@@ -21,6 +21,10 @@ class DistributedSampler {
   // This rank's indices for the current epoch, in order.
   std::vector<size_t> indices() const;
   size_t num_samples() const;  // per rank per epoch
+  // How many of indices() are real samples: the rest (at the end) repeat
+  // earlier ones only to even out the ranks, and evaluation must not count
+  // them (299 samples on 2 ranks: rank 1 has 149 real + 1 padding).
+  size_t num_real_samples() const;
 
  private:
   size_t dataset_size_;

@@ -28,8 +28,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The signals the launcher forwards to its workers.
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+// The signals the launcher forwards to its workers. SLURM's `--signal` warns of
+// preemption with SIGUSR1/SIGUSR2 (or SIGQUIT), so they must reach the workers.
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+// Whether a forwarded signal asks the workers to end: it starts the grace
+// period after which those left are killed. SIGUSR1/SIGUSR2 only warn (a
+// worker saves a checkpoint and ends on its own, which is then a failure).
+bool is_terminating(int sig) { return sig != SIGUSR1 && sig != SIGUSR2; }
+// The signals whose disposition a worker gets as the launcher's caller had it
+// (ignored stays ignored, anything else is the default): the forwarded ones,
+// SIGCHLD, and SIGPIPE, which the launcher itself ignores.
+constexpr int kResetInWorker[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
+                                  SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE};
 // A line longer than this is emitted in pieces of this size.
 constexpr size_t kMaxLine = 64 * 1024;
 // The exit code of a worker that could not be started (as a shell's).
@@ -100,9 +110,10 @@ std::string format_seconds(double s) {
   return out.str();
 }
 
-// Writes all of `data` to fd; gives up silently on an error other than
-// EINTR/EAGAIN (a closed terminal must not stop the supervision).
-void write_all(int fd, const std::string& data) {
+// Writes all of `data` to fd. Returns false on an error other than
+// EINTR/EAGAIN, EPIPE included (SIGPIPE is ignored while launch() runs): a
+// closed terminal or pipe must not stop the supervision.
+bool write_all(int fd, const std::string& data) {
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = write(fd, data.data() + done, data.size() - done);
@@ -114,9 +125,10 @@ void write_all(int fd, const std::string& data) {
       pollfd p{fd, POLLOUT, 0};
       poll(&p, 1, 100);
     } else {
-      return;
+      return false;
     }
   }
+  return true;
 }
 
 void close_fd(int& fd) {
@@ -142,11 +154,21 @@ std::string errno_text(const std::string& what, int err) {
   return what + ": " + std::strerror(err);
 }
 
+// Where the launcher writes (stdout_fd or stderr_fd). Once a write fails
+// (EPIPE: `runner-host ... | head` after head exited) the output is closed:
+// what comes later for it is read from the workers and dropped, so that they
+// never block on a full pipe and keep running.
+struct Output {
+  int fd = -1;
+  bool closed = false;
+  int error = 0;  // errno of the failed write
+};
+
 // One of a worker's output streams: the read end of its pipe and the bytes
 // of a line not complete yet.
 struct Stream {
   int fd = -1;
-  int out_fd = -1;
+  Output* out = nullptr;
   std::string pending;
 };
 
@@ -161,9 +183,18 @@ struct Worker {
 };
 
 // Sends sig to the worker's process group (the worker and what it started),
-// or to the worker alone when it has no group of its own.
+// or to the worker alone when it has no group of its own. Only for a worker
+// not reaped yet: its pid, and so its group id, cannot have been reused.
 void signal_worker(const Worker& w, int sig) {
   if (kill(-w.pid, sig) != 0 && errno == ESRCH) kill(w.pid, sig);
+}
+
+void write_output(Output& out, const std::string& text) {
+  if (out.closed) return;
+  if (!write_all(out.fd, text)) {
+    out.closed = true;
+    out.error = errno;
+  }
 }
 
 // Emits the complete lines of s.pending (all of it when `at_eof`), each
@@ -189,7 +220,7 @@ void emit_lines(Stream& s, const std::string& prefix, bool at_eof) {
     start = end < s.pending.size() && s.pending[end] == '\n' ? end + 1 : end;
   }
   s.pending.erase(0, start);
-  if (!text.empty()) write_all(s.out_fd, text);
+  if (!text.empty()) write_output(*s.out, text);
 }
 
 // Reads what is available on s (non-blocking); at end of file flushes the last
@@ -235,10 +266,17 @@ class SignalScope {
     }
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigaction(SIGCHLD, &sa, &old_[SIGCHLD]);
+    // A write to a closed stdout (`runner-host ... | head`) must fail with
+    // EPIPE, not kill the launcher and with it (PR_SET_PDEATHSIG) the workers.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &old_[SIGPIPE]);
   }
   ~SignalScope() {
     for (int sig : kForwarded) sigaction(sig, &old_[sig], nullptr);
     sigaction(SIGCHLD, &old_[SIGCHLD], nullptr);
+    sigaction(SIGPIPE, &old_[SIGPIPE], nullptr);
     g_signal_pipe_write = -1;
     close_fd(read_fd_);
     close_fd(write_fd_);
@@ -247,8 +285,8 @@ class SignalScope {
   SignalScope& operator=(const SignalScope&) = delete;
 
   int read_fd() const { return read_fd_; }
-  // What a worker starts with for `sig`: ignored if the launcher's caller
-  // ignored it, the default otherwise.
+  // What a worker starts with for `sig` (one of kResetInWorker): ignored if
+  // the launcher's caller ignored it, the default otherwise.
   bool was_ignored(int sig) const { return old_[sig].sa_handler == SIG_IGN; }
 
   // The signals received since the last call, in order.
@@ -352,7 +390,8 @@ void validate(const LaunchOptions& o, const std::vector<std::string>& worker_arg
 
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& o, SignalScope& signals) : o_(o), signals_(signals) {}
+  Supervisor(const LaunchOptions& o, SignalScope& signals)
+      : o_(o), signals_(signals), out_{o.stdout_fd}, err_{o.stderr_fd} {}
 
   ~Supervisor() {
     // Only on an exception: nothing may outlive the launcher.
@@ -360,12 +399,13 @@ class Supervisor {
       if (!w.running) continue;
       signal_worker(w, SIGKILL);
     }
+    // The groups were killed above, while their leaders were unreaped.
     for (auto& w : workers_) {
       if (!w.running) continue;
       int status;
       while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
       }
-      kill(-w.pid, SIGKILL);
+      w.running = false;
     }
     for (auto& w : workers_) {
       close_fd(w.out.fd);
@@ -383,7 +423,7 @@ class Supervisor {
     const int omp_threads = std::max(1, available_cores() / nproc);
 
     workers_.resize(static_cast<size_t>(nproc));
-    for (int r = 0; r < nproc && !stopping_; ++r) {
+    for (int r = 0; r < nproc && !failed_; ++r) {
       Worker& w = workers_[static_cast<size_t>(r)];
       w.local_rank = r;
       w.rank = o_.node_rank * nproc + r;
@@ -405,29 +445,90 @@ class Supervisor {
 
  private:
   void message(const std::string& line) {
-    write_all(o_.stderr_fd, "runner-host launcher: " + line + "\n");
+    write_output(err_, "runner-host launcher: " + line + "\n");
+  }
+
+  // Says once that stdout is closed (to stderr, when that is still open).
+  void report_closed_stdout() {
+    if (!out_.closed || closed_stdout_reported_) return;
+    closed_stdout_reported_ = true;
+    if (err_.fd != out_.fd)
+      message("stdout closed (" + std::string(std::strerror(out_.error)) +
+              "): the workers' further stdout is dropped");
+  }
+
+  // Starts the grace period (once): the workers left when it ends are killed.
+  void start_grace() {
+    if (grace_started_) return;
+    grace_started_ = true;
+    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(o_.kill_grace_s));
+  }
+
+  // SIGKILLs every worker still running (the grace is over, or a second
+  // SIGINT), naming each with `why` when it is not empty.
+  void kill_all(const std::string& why) {
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      if (!why.empty()) message("rank " + std::to_string(w.rank) + " " + why + ": SIGKILL");
+      signal_worker(w, SIGKILL);
+      kill(w.pid, SIGKILL);  // in case it left its group
+    }
+    killed_ = true;
   }
 
   // Marks the run failed with `code` (the first failure wins) and stops the
   // workers still running: SIGTERM, then SIGKILL after the grace. When a
-  // signal was forwarded to them already, that was their SIGTERM: a worker
-  // that ends at once must not cut short the others' handling of it.
+  // terminating signal was forwarded to them already, that was their SIGTERM
+  // and its grace period runs already: a worker that ends at once must not cut
+  // short the others' handling of it. After SIGUSR1/SIGUSR2 (a preemption
+  // warning: each worker saves a checkpoint and ends non-zero) the first to
+  // end starts the grace but adds no SIGTERM: the others are acting on the
+  // warning already, and a worker takes a second stop signal as "end now",
+  // which would cut its checkpoint short.
   void fail(int code) {
-    if (stopping_) return;
+    if (failed_) return;
+    failed_ = true;
     exit_code_ = code;
-    stopping_ = true;
+    if (grace_started_) return;
     bool others = false;
     for (auto& w : workers_) {
       if (!w.running) continue;
       others = true;
-      if (!signalled_) signal_worker(w, SIGTERM);
+      if (warned_by_ == 0) signal_worker(w, SIGTERM);
     }
     if (others) {
-      message(std::string("stopping the other ranks (") + (signalled_ ? "" : "SIGTERM, then ") +
+      message("stopping the other ranks (" +
+              (warned_by_ == 0 ? std::string("SIGTERM, then ")
+                               : "they were sent " + signal_name(warned_by_) + ": ") +
               "SIGKILL after " + format_seconds(o_.kill_grace_s) + " s)");
-      deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(o_.kill_grace_s));
+      start_grace();
     }
+  }
+
+  // Forwards a signal the launcher received to every running worker; a
+  // terminating one starts the grace period, a second SIGINT (Ctrl-C twice)
+  // kills the workers at once.
+  void forward(int sig) {
+    if (sig == SIGINT && ++sigint_count_ >= 2) {
+      if (!killed_) {
+        message("second SIGINT: SIGKILL to the workers");
+        kill_all("");
+      }
+      return;
+    }
+    const bool terminating = is_terminating(sig);
+    const bool starts_grace = terminating && !grace_started_;
+    message("forwarding " + signal_name(sig) + " to the workers" +
+            (starts_grace ? " (SIGKILL to those left after " + format_seconds(o_.kill_grace_s) +
+                                " s; Ctrl-C again to kill them now)"
+                          : ""));
+    for (auto& w : workers_)
+      if (w.running) signal_worker(w, sig);
+    if (terminating)
+      start_grace();
+    else if (warned_by_ == 0)
+      warned_by_ = sig;
   }
 
   // Starts one worker; a failure to start it fails the run.
@@ -456,8 +557,7 @@ class Supervisor {
     std::vector<char*> cargv = c_strings(argv);
     std::vector<char*> cenv = c_strings(env);
     bool ignored[NSIG] = {};
-    for (int sig : kForwarded) ignored[sig] = signals_.was_ignored(sig);
-    ignored[SIGCHLD] = signals_.was_ignored(SIGCHLD);
+    for (int sig : kResetInWorker) ignored[sig] = signals_.was_ignored(sig);
     const pid_t launcher = getpid();
 
     pid_t pid;
@@ -479,7 +579,7 @@ class Supervisor {
           die(errno);
         struct sigaction sa {};
         sigemptyset(&sa.sa_mask);
-        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {
+        for (int sig : kResetInWorker) {
           sa.sa_handler = ignored[sig] ? SIG_IGN : SIG_DFL;
           sigaction(sig, &sa, nullptr);
         }
@@ -501,8 +601,8 @@ class Supervisor {
     close_fd(out[1]);
     close_fd(err[1]);
     close_fd(devnull);
-    w.out = Stream{out[0], o_.stdout_fd, {}};
-    w.err = Stream{err[0], o_.stderr_fd, {}};
+    w.out = Stream{out[0], &out_, {}};
+    w.err = Stream{err[0], &err_, {}};
     set_nonblocking(w.out.fd);
     set_nonblocking(w.err.fd);
 
@@ -524,14 +624,23 @@ class Supervisor {
   void reap() {
     for (auto& w : workers_) {
       if (!w.running) continue;
-      int status = 0;
-      pid_t r = waitpid(w.pid, &status, WNOHANG);
-      if (r == 0 || (r < 0 && errno == EINTR)) continue;
-      w.running = false;
-      // Whatever the worker left in its process group goes with it; the group
-      // id cannot have been reused yet (pids of live groups are not reused).
+      // Look without reaping first: while the leader is a zombie its pid, and
+      // so its group id, cannot be reused, and whatever the worker left in its
+      // process group goes with it. Once reaped, the id may name another group.
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(w.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+        if (errno == EINTR) continue;
+        w.running = false;  // ECHILD: someone else reaped it; its id is not ours to signal
+        continue;
+      }
+      if (info.si_pid == 0) continue;  // still running
       kill(-w.pid, SIGKILL);
-      if (r < 0) continue;  // ECHILD: someone else reaped it
+      int status = 0;
+      pid_t r;
+      while ((r = waitpid(w.pid, &status, 0)) < 0 && errno == EINTR) {
+      }
+      w.running = false;
+      if (r < 0) continue;
       // Its last output first, then the verdict.
       read_stream(w.out, w.prefix);
       read_stream(w.err, w.prefix);
@@ -545,7 +654,7 @@ class Supervisor {
         what = "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
                signal_name(WTERMSIG(status)) + ")";
       }
-      if (code != 0 && !stopping_) {
+      if (code != 0 && !failed_) {
         message("rank " + std::to_string(w.rank) + " " + what);
         fail(code);
       }
@@ -563,16 +672,8 @@ class Supervisor {
       reap();
       if (!any_running()) break;
 
-      if (stopping_ && !killed_ && Clock::now() >= deadline_) {
-        for (auto& w : workers_) {
-          if (!w.running) continue;
-          message("rank " + std::to_string(w.rank) + " still running after " +
-                  format_seconds(o_.kill_grace_s) + " s: SIGKILL");
-          signal_worker(w, SIGKILL);
-          kill(w.pid, SIGKILL);  // in case it left its group
-        }
-        killed_ = true;
-      }
+      if (grace_started_ && !killed_ && Clock::now() >= deadline_)
+        kill_all("still running after " + format_seconds(o_.kill_grace_s) + " s");
 
       fds.clear();
       streams.clear();
@@ -584,7 +685,7 @@ class Supervisor {
             streams.emplace_back(s, &w.prefix);
           }
       int timeout_ms = -1;
-      if (stopping_ && !killed_) {
+      if (grace_started_ && !killed_) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
         timeout_ms = static_cast<int>(std::max<long long>(0, left.count()) + 1);
       }
@@ -598,14 +699,12 @@ class Supervisor {
       if (fds[0].revents != 0) {
         for (int sig : signals_.take()) {
           if (sig == SIGCHLD) continue;  // reaped at the top of the loop
-          message("forwarding " + signal_name(sig) + " to the workers");
-          signalled_ = true;
-          for (auto& w : workers_)
-            if (w.running) signal_worker(w, sig);
+          forward(sig);
         }
       }
       for (size_t i = 1; i < fds.size(); ++i)
         if (fds[i].revents != 0) read_stream(*streams[i - 1].first, *streams[i - 1].second);
+      report_closed_stdout();
     }
     // Every worker is reaped: what is left in the pipes is all there will be
     // (whoever else still holds a write end was killed with its group).
@@ -617,15 +716,21 @@ class Supervisor {
         close_fd(s->fd);
       }
     }
+    report_closed_stdout();
     return exit_code_;
   }
 
   const LaunchOptions& o_;
   SignalScope& signals_;
+  Output out_;  // the workers' stdout goes here
+  Output err_;  // their stderr and the launcher's messages
   std::vector<Worker> workers_;
-  bool stopping_ = false;   // a worker failed: the others are being stopped
-  bool signalled_ = false;  // the launcher forwarded a signal to the workers
-  bool killed_ = false;
+  bool failed_ = false;         // a worker failed (its code is exit_code_)
+  bool grace_started_ = false;  // after a failure or a terminating signal; ends at deadline_
+  bool killed_ = false;         // every worker left was SIGKILLed
+  bool closed_stdout_reported_ = false;
+  int sigint_count_ = 0;
+  int warned_by_ = 0;  // the first SIGUSR1/SIGUSR2 forwarded, or 0
   int exit_code_ = 0;
   Clock::time_point deadline_{};
 };

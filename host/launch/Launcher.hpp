@@ -15,33 +15,58 @@
 //   3. Re-emits the workers' output line by line, each line prefixed
 //      "[rank N] " (stdout to stdout_fd, stderr to stderr_fd). A last line with
 //      no newline is emitted, with a newline added, at end of file; a line
-//      longer than 64 KiB is cut into 64 KiB lines.
-//   4. Forwards SIGINT, SIGTERM and SIGHUP received by the launcher to every
-//      running worker (to its process group), each time, and writes
-//        runner-host launcher: forwarding SIGTERM to the workers
+//      longer than 64 KiB is cut into 64 KiB lines. SIGPIPE is ignored while
+//      launch() runs: when a write to stdout_fd fails (EPIPE: `runner-host ...
+//      | head` after head exited) the workers' further stdout is read and
+//      dropped, the workers keep running, and stderr_fd gets once
+//        runner-host launcher: stdout closed (Broken pipe): the workers' further stdout is dropped
+//      (likewise a failed stderr_fd drops the rest of stderr and the messages).
+//   4. Forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 received
+//      by the launcher to every running worker (to its process group), each
+//      time, and writes
+//        runner-host launcher: forwarding SIGUSR1 to the workers
+//      A terminating signal (all but SIGUSR1/SIGUSR2) starts the grace period
+//      (once; the line says "(SIGKILL to those left after G s; Ctrl-C again to
+//      kill them now)"): the workers still running kill_grace_s later are
+//      SIGKILLed,
+//        runner-host launcher: rank N still running after G s: SIGKILL
+//      A second SIGINT (Ctrl-C twice) SIGKILLs every worker at once:
+//        runner-host launcher: second SIGINT: SIGKILL to the workers
+//      SIGUSR1/SIGUSR2 (SLURM's preemption warnings) only reach the workers,
+//      which save a checkpoint and end on their own: the first to end non-zero
+//      is a failure as in 5, except that the others, acting on the warning
+//      already, get no SIGTERM (a second stop signal would end a worker at
+//      once, cutting its checkpoint short), only the grace period:
+//        runner-host launcher: stopping the other ranks (they were sent SIGUSR1: SIGKILL after G s)
 //      A signal ignored when launch() is called (nohup) stays ignored, by the
 //      launcher and by the workers. The workers have process groups of their
 //      own, so a terminal's Ctrl-C reaches them once, through the launcher.
+//      The workers start with the caller's dispositions of these signals and
+//      of SIGCHLD and SIGPIPE (ignored stays ignored, the rest default).
 //   5. When a worker exits with a non-zero code or is killed by a signal, it
 //      writes to stderr_fd
 //        runner-host launcher: rank N exited with code C
 //        runner-host launcher: rank N killed by signal S (SIGNAME)
 //        runner-host launcher: stopping the other ranks (SIGTERM, then SIGKILL after G s)
-//      sends SIGTERM to the other workers (not when a signal was forwarded to
-//      them already: they are handling it), waits up to kill_grace_s, then
-//      sends SIGKILL to those left,
-//        runner-host launcher: rank N still running after G s: SIGKILL
-//      and reaps them all. Only the first failure is reported. A worker that
-//      cannot be executed counts as failed with code 127:
+//      sends SIGTERM to the other workers, waits up to kill_grace_s, then sends
+//      SIGKILL to those left (as in 4), and reaps them all. When a terminating
+//      signal was forwarded already, the workers are handling it and its grace
+//      period runs: no SIGTERM is added and the grace is not restarted. Only
+//      the first failure is reported. A worker that cannot be executed counts
+//      as failed with code 127:
 //        runner-host launcher: cannot start rank N: execute PATH: REASON
-//      When a worker ends, whatever is left in its process group is killed.
+//      When a worker ends, whatever is left in its process group is SIGKILLed
+//      before the worker is reaped (once reaped, its group id could be reused
+//      by an unrelated process group): a reaped worker's id is never signalled.
 //   6. Returns the exit code to use: the first failing worker's code (128 + S
-//      for a signal), or 0 when every worker exited with 0.
+//      for a signal: 137 for a worker SIGKILLed at the end of the grace or by a
+//      second SIGINT), or 0 when every worker exited with 0.
 // Every worker is reaped before launch() returns: no zombie, no orphan.
 //
-// launch() installs its own SIGINT/SIGTERM/SIGHUP/SIGCHLD handlers while it
-// runs and restores the previous ones before it returns; call it from one
-// thread at a time (it is meant to be the whole program's work).
+// launch() installs its own handlers of the forwarded signals and SIGCHLD, and
+// ignores SIGPIPE, while it runs, and restores the previous ones before it
+// returns; call it from one thread at a time (it is meant to be the whole
+// program's work).
 #pragma once
 
 #include <string>
@@ -55,7 +80,7 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;  // 0: pick a free port (nnodes == 1 only)
-  double kill_grace_s = 5;  // SIGTERM -> SIGKILL delay when stopping workers
+  double kill_grace_s = 5;  // the grace period: SIGTERM (or a forwarded signal) -> SIGKILL
   int stdout_fd = 1;        // where the workers' prefixed stdout goes
   int stderr_fd = 2;        // the workers' prefixed stderr and the launcher's messages
 };

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 #include "plugins/HostApi.hpp"
 #include "plugins/HostError.hpp"
@@ -39,13 +40,38 @@ const char* event_name(rh_HookEvent event) {
 
 HookDispatcher::HookDispatcher(host::HostServices& services,
                                std::vector<std::unique_ptr<host::HookInstance>> hooks)
-    : services_(services), hooks_(std::move(hooks)) {
-  std::stable_sort(hooks_.begin(), hooks_.end(),
-                   [](const auto& a, const auto& b) { return a->priority() < b->priority(); });
+    : services_(services) {
+  // State keys from the job-file order (before sorting by priority).
+  std::map<std::string, int> seen;
+  std::vector<std::pair<std::unique_ptr<host::HookInstance>, std::string>> keyed;
+  for (auto& h : hooks) {
+    const std::string key = "hooks." + h->type() + "." + std::to_string(seen[h->type()]++) + ".";
+    keyed.emplace_back(std::move(h), key);
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    return a.first->priority() < b.first->priority();
+  });
+  for (auto& [h, key] : keyed) {
+    hooks_.push_back(std::move(h));
+    state_keys_.push_back(std::move(key));
+  }
 }
 
-std::string HookDispatcher::prefix(size_t index) const {
+std::string HookDispatcher::prefix(size_t index) const { return state_keys_[index]; }
+
+std::string HookDispatcher::legacy_prefix(size_t index) const {
   return "hooks." + std::to_string(index) + "." + hooks_[index]->type() + ".";
+}
+
+bool HookDispatcher::has_type(const std::string& type) const {
+  for (const auto& h : hooks_)
+    if (h->type() == type) return true;
+  return false;
+}
+
+void HookDispatcher::destroy_hooks() {
+  hooks_.clear();
+  state_keys_.clear();
 }
 
 void HookDispatcher::call(host::HookInstance& hook, rh_HookEvent event, const Metrics& metrics,
@@ -93,9 +119,12 @@ void HookDispatcher::after_save(const std::string& dir) {
 void HookDispatcher::after_load(const rh_StateDict& checkpoint, const std::string& dir) {
   for (size_t i = 0; i < hooks_.size(); ++i) {
     rh_StateDict own;
-    const std::string p = prefix(i);
-    for (const auto& [key, entry] : checkpoint.entries)
-      if (key.rfind(p, 0) == 0) own.entries[key.substr(p.size())] = entry;
+    auto take = [&](const std::string& p) {
+      for (const auto& [key, entry] : checkpoint.entries)
+        if (key.rfind(p, 0) == 0) own.entries[key.substr(p.size())] = entry;
+    };
+    take(prefix(i));
+    if (own.entries.empty()) take(legacy_prefix(i));
     call(*hooks_[i], RH_EVENT_AFTER_LOAD_CHECKPOINT, {}, &own, dir);
   }
 }

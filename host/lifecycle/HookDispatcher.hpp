@@ -33,25 +33,33 @@ class HookDispatcher {
   void fire(rh_HookEvent event, const Metrics& metrics = {},
             const std::string& checkpoint_dir = "");
   // before_save_checkpoint: each hook adds its state; stored in `checkpoint`
-  // under "hooks.<index>.<type>.<key>".
+  // under "hooks.<type>.<n>.<key>", n counting the hooks of that type in
+  // job-file order, so that adding or reordering hooks of other types
+  // between a save and a resume keeps every hook's state with it.
   void before_save(rh_StateDict& checkpoint, const std::string& dir);
   // after_save_checkpoint.
   void after_save(const std::string& dir);
-  // after_load_checkpoint: each hook gets back what it saved.
+  // after_load_checkpoint: each hook gets back what it saved (also from
+  // checkpoints of runner-host 0.1, keyed "hooks.<sorted index>.<type>.").
   void after_load(const rh_StateDict& checkpoint, const std::string& dir);
 
   // The event being dispatched (RH_EVENT_COUNT_V1 when none): hooks may call
   // Checkpoint_Save only from some events.
   rh_HookEvent current_event() const { return current_; }
   size_t size() const { return hooks_.size(); }
+  bool has_type(const std::string& type) const;
+  // Destroys every hook instance (teardown, before the communicator goes).
+  void destroy_hooks();
 
  private:
   void call(host::HookInstance& hook, rh_HookEvent event, const Metrics& metrics,
             rh_StateDict* dict, const std::string& dir);
   std::string prefix(size_t index) const;
+  std::string legacy_prefix(size_t index) const;
 
   host::HostServices& services_;
   std::vector<std::unique_ptr<host::HookInstance>> hooks_;  // sorted by priority
+  std::vector<std::string> state_keys_;                     // per hooks_ entry: "hooks.<type>.<n>."
   rh_HookEvent current_ = RH_EVENT_COUNT_V1;
 };
 

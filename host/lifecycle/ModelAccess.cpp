@@ -12,13 +12,47 @@
 // Behind the opaque rh_Model: the model, its parameter list, and the DLPack
 // views handed out (freed with the model access).
 struct rh_Model {
-  rh::model::Model* model;
+  // A DLPack view of one parameter or buffer, kept for as long as the tensor
+  // it shows is what the parameter holds: Model_GetParam / Model_GetBuffer
+  // run every step (ddp's broadcast_buffers), so a new view per call would
+  // grow for the whole run.
+  struct CachedView {
+    DLManagedTensor* view = nullptr;  // owned
+    // What the view was made from. A view is a fixed alias (data pointer,
+    // shape, strides): when the tensor's storage is replaced (set_data, as a
+    // sharding strategy's Model_SetParamData does) it would still show the old
+    // memory, so any change of these makes a new view.
+    const void* data = nullptr;
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;
+    at::ScalarType dtype = at::kFloat;
+    at::Device device = at::kCPU;
+
+    bool shows(const at::Tensor& t) const {
+      return view != nullptr && data == t.data_ptr() && dtype == t.scalar_type() &&
+             device == t.device() && t.sizes().equals(sizes) && t.strides().equals(strides);
+    }
+  };
+
+  rh_Model() = default;
+  rh_Model(const rh_Model&) = delete;  // owns the views
+  rh_Model& operator=(const rh_Model&) = delete;
+
+  rh::model::Model* model = nullptr;
   std::vector<rh::model::NamedTensor> params;
   std::vector<rh::model::NamedTensor> buffers;
   std::vector<rh::model::Unit> units;
   std::vector<int32_t> unit_of_param;
   std::vector<std::string> module_paths;
-  std::vector<DLManagedTensor*> views;  // owned
+  std::vector<CachedView> param_views;
+  std::vector<CachedView> buffer_views;
+  // Views replaced because their tensor's storage changed outside
+  // Model_SetParamData: the ABI lets the strategy keep using a borrowed view
+  // until the end of the run, so they are freed only then (training updates
+  // tensors in place and never adds to this). Model_SetParamData, once
+  // implemented, ends the borrow: it must free the parameter's view, not
+  // retire it, or the replaced (full) tensor's memory stays alive.
+  std::vector<DLManagedTensor*> retired_views;  // owned
   // One view per parameter's gradient, replaced when the gradient tensor
   // changes (zero_grad sets gradients to none): no growth per iteration.
   std::vector<DLManagedTensor*> grad_views;
@@ -27,9 +61,33 @@ struct rh_Model {
   // (autograd holds them only weakly between backwards).
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
 
-  DLManagedTensor* view(const at::Tensor& t) {
-    views.push_back(at::toDLPack(t));
-    return views.back();
+  DLManagedTensor* view(CachedView& cached, const at::Tensor& t) {
+    if (cached.shows(t)) return cached.view;
+    if (cached.view != nullptr) retired_views.push_back(cached.view);
+    cached.view = at::toDLPack(t.detach());
+    cached.data = t.data_ptr();
+    cached.sizes = t.sizes().vec();
+    cached.strides = t.strides().vec();
+    cached.dtype = t.scalar_type();
+    cached.device = t.device();
+    return cached.view;
+  }
+
+  size_t held_views() const {
+    size_t n = retired_views.size();
+    for (const auto* list : {&param_views, &buffer_views})
+      for (const CachedView& c : *list) n += c.view != nullptr ? 1 : 0;
+    for (DLManagedTensor* v : grad_views) n += v != nullptr ? 1 : 0;
+    return n;
+  }
+
+  ~rh_Model() {
+    for (const auto* list : {&param_views, &buffer_views})
+      for (const CachedView& c : *list)
+        if (c.view != nullptr) c.view->deleter(c.view);
+    for (DLManagedTensor* v : retired_views) v->deleter(v);
+    for (DLManagedTensor* v : grad_views)
+      if (v != nullptr) v->deleter(v);
   }
 };
 
@@ -46,8 +104,9 @@ rh_StringView Model_UnitName(const rh_Model* m, int32_t unit) {
   return sv(m->units[unit].name);
 }
 
-rh_Error* fill(rh_Model* m, const rh::model::NamedTensor& t, const std::string& module_path,
-               int32_t unit, bool requires_grad, rh_ParamInfo* out) {
+rh_Error* fill(rh_Model* m, rh_Model::CachedView& cached, const rh::model::NamedTensor& t,
+               const std::string& module_path, int32_t unit, bool requires_grad,
+               rh_ParamInfo* out) {
   if (out == nullptr || out->struct_size < RH_STRUCT_SIZE(rh_ParamInfo, name))
     return host::new_error(RH_ERROR_INVALID_ARGUMENT, "rh_ParamInfo: struct_size is not set");
   rh_ParamInfo info{};
@@ -56,7 +115,7 @@ rh_Error* fill(rh_Model* m, const rh::model::NamedTensor& t, const std::string& 
   info.module_path = sv(module_path);
   info.requires_grad = requires_grad ? 1 : 0;
   info.unit = unit;
-  info.data = m->view(t.tensor.detach());
+  info.data = m->view(cached, t.tensor);
   std::memcpy(out, &info, std::min(out->struct_size, sizeof info));
   return nullptr;
 }
@@ -65,7 +124,7 @@ rh_Error* Model_GetParam(rh_Model* m, size_t i, rh_ParamInfo* out) {
   return host::guard_entry("Model_GetParam", [&]() -> rh_Error* {
     if (i >= m->params.size())
       return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetParam: index out of range");
-    return fill(m, m->params[i], m->module_paths[i], m->unit_of_param[i],
+    return fill(m, m->param_views[i], m->params[i], m->module_paths[i], m->unit_of_param[i],
                 m->params[i].tensor.requires_grad(), out);
   });
 }
@@ -75,7 +134,7 @@ rh_Error* Model_GetBuffer(rh_Model* m, size_t i, rh_ParamInfo* out) {
     if (i >= m->buffers.size())
       return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetBuffer: index out of range");
     const std::string& name = m->buffers[i].name;
-    return fill(m, m->buffers[i],
+    return fill(m, m->buffer_views[i], m->buffers[i],
                 name.substr(0, name.rfind('.') == std::string::npos ? 0 : name.rfind('.')), 0,
                 false, out);
   });
@@ -195,6 +254,8 @@ ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) 
     m.module_paths.push_back(
         p.name.rfind('.') == std::string::npos ? "" : p.name.substr(0, p.name.rfind('.')));
   }
+  m.param_views.resize(m.params.size());
+  m.buffer_views.resize(m.buffers.size());
   m.grad_views.assign(m.params.size(), nullptr);
   m.grad_view_of.assign(m.params.size(), nullptr);
   rh_ModelApi& a = impl_->api;
@@ -211,13 +272,10 @@ ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) 
   a.Model_BindGrad = &Model_BindGrad;
 }
 
-ModelAccess::~ModelAccess() {
-  for (DLManagedTensor* v : impl_->model.views) v->deleter(v);
-  for (DLManagedTensor* v : impl_->model.grad_views)
-    if (v != nullptr) v->deleter(v);
-}
+ModelAccess::~ModelAccess() = default;  // rh_Model frees its views
 
 rh_Model* ModelAccess::handle() { return &impl_->model; }
 const rh_ModelApi* ModelAccess::api() const { return &impl_->api; }
+size_t ModelAccess::held_views() const { return impl_->model.held_views(); }
 
 }  // namespace rh::lifecycle

@@ -6,6 +6,7 @@
 // then, which the ABI defines as "not provided".
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "rh/rh_strategy.h"
@@ -22,6 +23,9 @@ class ModelAccess {
   ~ModelAccess();
   rh_Model* handle();
   const rh_ModelApi* api() const;
+  // DLPack views (parameters, buffers, gradients) held for strategies right
+  // now: one per tensor, however often they are asked for (tests check it).
+  size_t held_views() const;
 
  private:
   struct Impl;

@@ -12,6 +12,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -21,9 +23,11 @@
 #include "checkpoint/CheckpointStore.hpp"
 #include "checkpoint/TensorDict.hpp"
 #include "comm/Communicator.hpp"
+#include "comm/RankDevice.hpp"
 #include "config/ConfigNode.hpp"
 #include "data/DataLoader.hpp"
 #include "launch/Launcher.hpp"
+#include "launch/StopSignal.hpp"
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/HookDispatcher.hpp"
@@ -179,6 +183,9 @@ struct Runner::State {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+  DLDevice rank_device{kDLCPU, 0};  // comm::rank_cuda_device's choice, or the CPU
   std::unique_ptr<model::Model> model;
   std::unique_ptr<ModelAccess> model_access;
   std::unique_ptr<data::DataLoader> train_loader, val_loader, test_loader;
@@ -190,6 +197,33 @@ struct Runner::State {
   int64_t iters_done = 0;   // train iterations
   int64_t epochs_done = 0;  // finished (data) epochs
   int64_t inner_done = 0;   // batches done in the current epoch
+
+  // Gradient accumulation: true between the first and the last batch of a
+  // window, when gradients are accumulated but not applied. A checkpoint
+  // cannot hold them (under ddp each rank has its own), so a save asked for
+  // then is deferred to the window's end (with removals after it, in order).
+  bool mid_window = false;
+  struct DeferredCheckpointOp {
+    bool save;  // else remove
+    std::string name;
+  };
+  std::vector<DeferredCheckpointOp> deferred;
+  int64_t last_saved_iter = -1;
+  // A stop signal (SIGTERM/SIGUSR1) seen by any rank, agreed through the
+  // per-iteration loss average, so that every rank stops at the same boundary.
+  int stop_signal = 0;
+
+  ~State() {
+    // Teardown order: the strategy (its Destroy may still use the
+    // communicator), then the communicator API with its groups, then the
+    // world communicator itself.
+    c.strategy.reset();
+    hooks.destroy_hooks();
+    if (world) {
+      comm::install_comm_api(services, nullptr);
+      world.reset();
+    }
+  }
 
   // ---- The lifecycle --------------------------------------------------------
 
@@ -269,6 +303,7 @@ struct Runner::State {
     const auto loop_start = Clock::now();
     const int64_t first_iter = iters_done;
     const int64_t batches = static_cast<int64_t>(train_loader->batches_per_epoch());
+    launch::StopSignalScope accept_stop_signals;  // SIGTERM/SIGUSR1: stop at a boundary
     while (!train_done()) {
       if (train_cfg.by_epoch) hooks.fire(RH_EVENT_BEFORE_TRAIN_EPOCH);
       train_loader->start_epoch(epochs_done, static_cast<size_t>(inner_done));
@@ -283,6 +318,7 @@ struct Runner::State {
         Metrics metrics = train_step(*batch, batches);
         ++iters_done;
         ++inner_done;
+        if (!mid_window) run_deferred_checkpoint_ops();
         schedulers->apply(iters_done, epochs_done);  // the next iteration's lr
         metrics.insert(metrics.begin() + 1, {"lr", lr});
         metrics.push_back({"time", seconds_since(t0)});
@@ -293,6 +329,7 @@ struct Runner::State {
                   inner_done - 1);  // the iteration that ran
         hooks.fire(RH_EVENT_AFTER_TRAIN_ITER, metrics);
         if (!train_cfg.by_epoch && val_due(iters_done, train_cfg.max_iters)) run_val();
+        if (stop_signal != 0 && !mid_window) stop_for_signal();
       }
       if (inner_done < batches) continue;  // stopped by max_iters mid-epoch: the loop ends
       ++epochs_done;
@@ -324,14 +361,15 @@ struct Runner::State {
   // One optimisation step: batch -> forward -> loss -> backward (the
   // strategy's gradient hooks run inside) -> strategy sync -> optimizer step.
   Metrics train_step(const data::Batch& batch, int64_t batches_per_epoch) {
-    // Gradient accumulation: a window of N batches, the last one shorter at
-    // the end of an epoch; the loss is divided by the window's length.
+    // Gradient accumulation: a window of N batches, shorter when the epoch
+    // or (iteration-based) max_iters ends first; the loss is divided by the
+    // window's real length (MMEngine's rule).
     const int64_t n = optim->accumulative_counts();
-    const int64_t window_start = inner_done - inner_done % n;
-    const int64_t window = std::min<int64_t>(n, batches_per_epoch - window_start);
-    const bool last_of_window = inner_done + 1 == window_start + window;
-    const bool last_iter = !train_cfg.by_epoch && iters_done + 1 == train_cfg.max_iters;
-    const bool step = last_of_window || last_iter;
+    const int64_t window_start = inner_done - inner_done % n;  // within the epoch
+    int64_t window = std::min<int64_t>(n, batches_per_epoch - window_start);
+    if (!train_cfg.by_epoch)
+      window = std::min<int64_t>(window, train_cfg.max_iters - (iters_done - inner_done % n));
+    const bool step = inner_done + 1 == window_start + window;
 
     model->train(true);
     at::Tensor input = batch.input.to(device);    // (B, F) / (B, 3, H, W) / (B, T)
@@ -340,8 +378,9 @@ struct Runner::State {
     at::Tensor loss = Evaluator::loss(model->task(), logits, target);
     // The logged loss is the mean over ranks: its all-reduce runs while we
     // do backward and the step (read at the end, no round trip of its own;
-    // every rank issues it here, before the strategy's collectives).
-    PendingAverage mean_loss = start_average(loss);
+    // every rank issues it here, before the strategy's collectives). It also
+    // carries this rank's stop signal, so all ranks learn of one together.
+    PendingAverage mean_loss = start_average(loss, launch::stop_signal());
     const auto& vt = c.strategy->vtable();
     if (vt.BeforeBackward)
       check(*c.strategy, "BeforeBackward", vt.BeforeBackward(c.strategy->handle(), step ? 1 : 0));
@@ -355,7 +394,15 @@ struct Runner::State {
         check(*c.strategy, "AfterOptimizerStep", vt.AfterOptimizerStep(c.strategy->handle()));
       optim->zero_grad();
     }
-    Metrics metrics{{"loss", mean_loss.get()}};
+    mid_window = !step;
+    const auto [mean, ranks_signalled] = mean_loss.get();
+    if (stop_signal == 0 && ranks_signalled > 0) {
+      // This rank's own signal, or SIGTERM's number when only others got one.
+      stop_signal = launch::stop_signal() != 0 ? launch::stop_signal() : SIGTERM;
+      spdlog::warn("stop signal received by {} rank(s): stopping at the next iteration boundary{}",
+                   ranks_signalled, hooks.has_type("checkpoint") ? " after a checkpoint" : "");
+    }
+    Metrics metrics{{"loss", mean}};
     if (grad_norm >= 0) metrics.push_back({"grad_norm", grad_norm});
     return metrics;
   }
@@ -377,8 +424,12 @@ struct Runner::State {
       hooks.fire(event(RH_EVENT_BEFORE_VAL_ITER, RH_EVENT_BEFORE_TEST_ITER));
       {
         torch::NoGradGuard no_grad;
+        // Every rank runs the same number of forwards (a sharding strategy
+        // communicates in them); the sampler's padding is not counted.
         at::Tensor logits = model->forward(batch->input.to(device));
-        evaluator.add(logits, batch->target.to(device));
+        const auto real = static_cast<int64_t>(batch->num_real);
+        if (real > 0)
+          evaluator.add(logits.narrow(0, 0, real), batch->target.to(device).narrow(0, 0, real));
       }
       hooks.fire(event(RH_EVENT_AFTER_VAL_ITER, RH_EVENT_AFTER_TEST_ITER));
       ++i;
@@ -412,8 +463,8 @@ struct Runner::State {
     if (get<bool>(job, "deterministic", false))
       at::globalContext().setDeterministicAlgorithms(true, false);
     torch::manual_seed(seed);
-    rh_SetupEnvArgs args{RH_SETUP_ENV_ARGS_STRUCT_SIZE, world_handle, local_rank, seed,
-                         DLDevice{kDLCPU, 0}};
+    rh_SetupEnvArgs args{RH_SETUP_ENV_ARGS_STRUCT_SIZE, world_handle, local_rank,       seed,
+                         DLDevice{kDLCPU, 0},           rank_device,  local_world_size, node_rank};
     check(*c.strategy, "SetupEnv", c.strategy->vtable().SetupEnv(c.strategy->handle(), &args));
     services.set_device(args.device);
     device = args.device.device_type == kDLCUDA
@@ -428,6 +479,19 @@ struct Runner::State {
   // communicator even alone. Returns the world handle for the strategy.
   rh_Comm* rendezvous() {
     const launch::DistEnv env = launch::dist_env_from_environment();
+    local_rank = env.local_rank;
+    local_world_size = env.local_world_size;
+    node_rank = env.node_rank;
+    // The one rule for this rank's GPU (comm/RankDevice.hpp), shared with the
+    // nccl communicator and handed to the strategy.
+    const int visible =
+        torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+    try {
+      const int cuda_index = comm::rank_cuda_device(env.rank, env.local_rank, visible);
+      if (cuda_index >= 0) rank_device = DLDevice{kDLCUDA, cuda_index};
+    } catch (const std::runtime_error& e) {
+      throw host::HostError(RH_ERROR_FAILED_PRECONDITION, e.what());
+    }
     const bool needs_comm = c.strategy->traits().needs_comm != 0;
     if (env.world_size <= 1 && !needs_comm) return nullptr;
     comm::RendezvousOptions o;
@@ -445,12 +509,11 @@ struct Runner::State {
     o.backend = backend == "auto" ? (torch::cuda::is_available() ? "nccl" : "gloo") : backend;
     o.shared_memory = get<bool>(job, "dist.shared_memory", true);
     world = comm::create_world(o);
-    comm_device = o.backend == "nccl"
-                      ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(o.local_rank))
+    comm_device = o.backend == "nccl" && rank_device.device_type == kDLCUDA
+                      ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(rank_device.device_id))
                       : at::Device(at::kCPU);
     rank = world->rank();
     world_size = world->size();
-    local_rank = o.local_rank;
     world->set_step_description([this] {
       rh_RunState s = services.run_state();
       const char* mode = s.mode == RH_MODE_TRAIN ? "train" : s.mode == RH_MODE_VAL ? "val" : "test";
@@ -527,6 +590,45 @@ struct Runner::State {
     return comm::Buffer{t.data_ptr(), static_cast<size_t>(t.numel()), at::getDLDataType(t), dev};
   }
 
+  // Every rank's 1-D uint8 `bytes` (the same length on all ranks) as the rows
+  // of a (world_size, n) CPU tensor, on every rank.
+  at::Tensor gather_to_rows(const at::Tensor& bytes) {
+    at::Tensor mine = bytes.contiguous().reshape({1, -1});
+    if (world_size <= 1) return mine.clone();
+    at::Tensor send = on_comm_device(mine);
+    at::Tensor all = on_comm_device(at::empty({world_size, mine.size(1)}, mine.options()));
+    world->all_gather(buffer(send), buffer(all), false)->wait();
+    return all.cpu();
+  }
+
+  // Rank 0's string on every rank.
+  std::string broadcast_string(const std::string& text) {
+    if (world_size <= 1) return text;
+    at::Tensor length =
+        on_comm_device(torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong));
+    world->broadcast(buffer(length), 0, false)->wait();
+    const int64_t n = length.cpu().item<int64_t>();
+    if (n == 0) return "";
+    at::Tensor bytes = torch::zeros({n}, torch::kUInt8);
+    if (rank == 0) std::memcpy(bytes.data_ptr(), text.data(), text.size());
+    bytes = on_comm_device(bytes);
+    world->broadcast(buffer(bytes), 0, false)->wait();
+    bytes = bytes.cpu();
+    return std::string(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(n));
+  }
+
+  // Every rank's status string ("" = fine), gathered on every rank.
+  std::vector<std::string> gather_failures(const std::string& mine) {
+    if (world_size <= 1) return {mine};
+    at::Tensor flags =
+        gather_to_rows(torch::tensor({static_cast<uint8_t>(mine.empty() ? 0 : 1)}, torch::kUInt8));
+    std::vector<std::string> out(static_cast<size_t>(world_size));
+    for (int r = 0; r < world_size; ++r)
+      if (flags[r][0].item<uint8_t>() != 0)
+        out[static_cast<size_t>(r)] = r == rank ? mine : "failed";
+    return out;
+  }
+
   // The mean of a scalar over the ranks (logged metrics), started now and
   // read later so that it overlaps backward and the optimizer step instead of
   // adding a round trip to every iteration.
@@ -543,21 +645,26 @@ struct Runner::State {
       } catch (...) {  // the step's own error is the one to report
       }
     }
-    double get() {
+    // The mean loss, and how many ranks had a stop signal.
+    std::pair<double, int> get() {
       if (work_) std::exchange(work_, nullptr)->wait();
-      return value_.item<double>();
+      at::Tensor v = value_.cpu();
+      return {v[0].item<double>(), static_cast<int>(std::lround(v[1].item<double>()))};
     }
 
    private:
     at::Tensor value_;
     std::shared_ptr<comm::Work> work_;  // null in one process, or once read
   };
-  PendingAverage start_average(const at::Tensor& scalar) {
+  PendingAverage start_average(const at::Tensor& scalar, int signal) {
     // A copy (the collective writes it in place), read without a device sync
     // until get(); alone, it stays where it is (a move to the CPU here would
-    // wait for the GPU before backward is even queued).
-    at::Tensor t =
-        scalar.detach().reshape({1}).to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
+    // wait for the GPU before backward is even queued). Whether this rank
+    // has a stop signal rides in a second element as world_size (or 0): its
+    // average is the number of ranks that have one, exact in double.
+    at::Tensor t = at::empty({2}, scalar.options().dtype(at::kDouble));
+    t.narrow(0, 0, 1).copy_(scalar.detach().reshape({1}));
+    t.narrow(0, 1, 1).fill_(signal != 0 ? static_cast<double>(world_size) : 0.0);
     if (world_size <= 1) return {t, nullptr};
     t = on_comm_device(t);
     auto work = world->all_reduce(buffer(t), comm::ReduceOp::Avg, true);
@@ -585,7 +692,9 @@ struct Runner::State {
     const config::Node* cfg = find(job, "data." + split);
     if (cfg == nullptr) throw config::ConfigError(job.location(), "data", "missing data." + split);
     auto dataset = data::build_dataset(*cfg->find("dataset"), opt.job_dir.string());
-    data::LoaderOptions o = data::loader_options(*cfg, seed);
+    // The job's seed, never the rank-offset one: every rank must shuffle the
+    // same permutation, or ranks would share and miss samples.
+    data::LoaderOptions o = data::loader_options(*cfg, get<uint64_t>(job, "seed", 0));
     if (!train) o.shuffle = false;
     return std::make_unique<data::DataLoader>(dataset, o, rank, world_size);
   }
@@ -596,6 +705,10 @@ struct Runner::State {
       if (!p.tensor.requires_grad()) continue;
       params.push_back({p.name, p.tensor, is_norm_param(p.name)});
     }
+    if (params.empty())
+      throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                            "the model has no trainable parameter (every parameter has "
+                            "requires_grad false): nothing to train; use --mode val or test");
     optim = std::make_unique<optim::OptimWrapper>(*job.find("optim_wrapper"), std::move(params));
   }
 
@@ -640,13 +753,66 @@ struct Runner::State {
   // ---- Checkpoints ----------------------------------------------------------
 
   void enable_checkpoints() {
-    services.set_checkpoint_handlers([this](const std::string& name) { save_checkpoint(name); },
-                                     [this](const std::string& name) {
-                                       if (rank == 0) store.remove(name);
-                                     });
+    services.set_checkpoint_handlers(
+        [this](const std::string& name) {
+          check_checkpoint_call(name);
+          if (mid_window) {
+            spdlog::info(
+                "checkpoint {} asked for inside a gradient-accumulation window (after iteration "
+                "{}): saved at the window's end, where no accumulated gradient is lost",
+                name, iters_done);
+            deferred.push_back({true, name});
+            return;
+          }
+          save_checkpoint(name);
+        },
+        [this](const std::string& name) {
+          if (mid_window && !deferred.empty()) {  // after the saves it follows
+            deferred.push_back({false, name});
+            return;
+          }
+          if (rank == 0) store.remove(name);
+        });
   }
 
-  void save_checkpoint(const std::string& name) {
+  // The checkpoint operations deferred to the end of an accumulation window,
+  // in the order they were asked for. A deferred removal that fails only
+  // warns: its checkpoint stays on disk, nothing is lost.
+  void run_deferred_checkpoint_ops() {
+    std::vector<DeferredCheckpointOp> ops = std::exchange(deferred, {});
+    for (const auto& op : ops) {
+      if (op.save) {
+        save_checkpoint(op.name);
+      } else if (rank == 0) {
+        try {
+          store.remove(op.name);
+        } catch (const std::exception& e) {
+          spdlog::warn("deferred removal of checkpoint {}: {}", op.name, e.what());
+        }
+      }
+    }
+  }
+
+  // SIGTERM / SIGUSR1 agreed by the ranks, at an iteration boundary outside
+  // any accumulation window: save (when the job checkpoints) and stop.
+  [[noreturn]] void stop_for_signal() {
+    std::string saved;
+    if (hooks.has_type("checkpoint") && last_saved_iter != iters_done) {
+      saved = "iter_" + std::to_string(iters_done);
+      set_state(RH_MODE_TRAIN, epochs_done, iters_done - 1, inner_done - 1);
+      save_checkpoint(saved);
+    }
+    throw StopRequested(stop_signal,
+                        "stopped by signal " + std::to_string(stop_signal) + " after iteration " +
+                            std::to_string(iters_done) +
+                            (saved.empty() ? std::string(hooks.has_type("checkpoint")
+                                                             ? " (its checkpoint was just saved)"
+                                                             : " (the job has no checkpoint hook)")
+                                           : " (checkpoint " + saved + " saved)") +
+                            "; resume: auto continues from there");
+  }
+
+  void check_checkpoint_call(const std::string& name) const {
     const rh_HookEvent ev = hooks.current_event();
     if (ev != RH_EVENT_AFTER_TRAIN_ITER && ev != RH_EVENT_AFTER_TRAIN_EPOCH &&
         ev != RH_EVENT_AFTER_VAL_EPOCH)
@@ -655,11 +821,18 @@ struct Runner::State {
           std::string("Checkpoint_Save may be called from after_train_iter, after_train_epoch "
                       "or after_val_epoch, not from ") +
               event_name(ev));
-    if (!checkpoint::CheckpointStore::valid_name(name))
-      throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name '" + name + "'");
+    const std::string problem = checkpoint::CheckpointStore::name_problem(name);
+    if (!problem.empty())
+      throw host::HostError(RH_ERROR_INVALID_ARGUMENT,
+                            "invalid checkpoint name '" + name + "': " + problem);
+  }
+
+  // Every rank calls this (hooks fire on every rank); rank 0 writes.
+  void save_checkpoint(const std::string& name) {
     const fs::path dir = store.work_dir() / name;
     rh_StateDict model_dict, optim_dict, state_dict;
     std::string tensors_json;
+    const bool writer = rank == 0;  // only the writer builds CPU copies
     auto add_model = [&](const std::vector<model::NamedTensor>& list) {
       for (const auto& t : list) {
         checkpoint::put_tensor(model_dict, t.name, t.tensor);
@@ -671,16 +844,26 @@ struct Runner::State {
                         "\"}";
       }
     };
-    add_model(model->named_parameters());
-    add_model(model->named_buffers());
-    for (const auto& t : optim->state_tensors())
-      checkpoint::put_tensor(optim_dict, t.name, t.tensor);
+    if (writer) {
+      add_model(model->named_parameters());
+      add_model(model->named_buffers());
+      for (const auto& t : optim->state_tensors())
+        checkpoint::put_tensor(optim_dict, t.name, t.tensor);
+    }
     checkpoint::put_text(state_dict, "loop",
                          "{\"epochs_done\": " + std::to_string(epochs_done) +
                              ", \"iters_done\": " + std::to_string(iters_done) +
                              ", \"inner_done\": " + std::to_string(inner_done) +
                              ", \"world_size\": " + std::to_string(world_size) + "}");
-    checkpoint::put_tensor(state_dict, "rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+    // Every rank's generators (they differ with diff_rank_seed, and dropout
+    // draws from them): rows of (world_size, state bytes).
+    at::Tensor cpu_rng = gather_to_rows(at::detail::getDefaultCPUGenerator().get_state());
+    if (writer) checkpoint::put_tensor(state_dict, "rng.cpu", cpu_rng);
+    if (device.is_cuda()) {
+      at::Tensor cuda_rng =
+          gather_to_rows(at::globalContext().defaultGenerator(device).get_state());
+      if (writer) checkpoint::put_tensor(state_dict, "rng.cuda", cuda_rng);
+    }
     const auto& vt = c.strategy->vtable();
     if (vt.StateExport) {
       rh_StateDict own;
@@ -723,13 +906,75 @@ struct Runner::State {
         failure = "rank 0 failed to save checkpoint '" + name + "' (its log says why)";
     }
     if (code != RH_ERROR_OK) throw host::HostError(code, failure);
+    last_saved_iter = iters_done;
     spdlog::info("saved checkpoint {}", dir.string());
     hooks.after_save(dir.string());
   }
 
-  // `resume:` true/'auto' -> the newest valid checkpoint of work_dir; a path
-  // -> that checkpoint, which must be valid.
+  // Every rank resumes from the checkpoint rank 0 chose: rank 0 verifies it
+  // (checksums, once) and broadcasts its path and the digest of its
+  // meta.json; each other rank checks that it sees exactly that checkpoint
+  // (a node-local work_dir or a stale network file system would show it
+  // another one, or none). Any rank that cannot stops the job, named.
   std::optional<fs::path> find_resume_checkpoint() {
+    std::optional<fs::path> dir;
+    std::string message;  // rank 0 -> all: "" (none), "ok\n<digest>\n<path>", "error"
+    std::exception_ptr rank0_error;
+    if (rank == 0) {
+      try {
+        dir = choose_resume_checkpoint();
+        if (dir) message = "ok\n" + store.meta_digest(*dir) + "\n" + dir->string();
+      } catch (...) {
+        rank0_error = std::current_exception();
+        message = "error";
+      }
+    }
+    if (world_size <= 1) {
+      if (rank0_error) std::rethrow_exception(rank0_error);
+      return dir;
+    }
+    message = broadcast_string(message);
+    if (rank0_error) std::rethrow_exception(rank0_error);
+    if (message == "error")
+      throw host::HostError(
+          RH_ERROR_FAILED_PRECONDITION,
+          "rank 0 could not choose a checkpoint to resume from (its log says why)");
+    if (message.empty()) return std::nullopt;
+    const size_t a = message.find('\n'), b = message.find('\n', a + 1);
+    const std::string digest = message.substr(a + 1, b - a - 1);
+    const fs::path chosen = message.substr(b + 1);
+    std::string mine;
+    if (rank != 0) {
+      try {
+        const std::string seen = store.meta_digest(chosen);
+        if (seen != digest)
+          mine = "rank " + std::to_string(rank) + " sees a different checkpoint at " +
+                 chosen.string() + " than rank 0 (meta.json digest " + seen + ", rank 0 has " +
+                 digest + ")";
+      } catch (const std::exception& e) {
+        mine = "rank " + std::to_string(rank) +
+               " cannot read the checkpoint rank 0 resumes from, " + chosen.string() + ": " +
+               e.what();
+      }
+    }
+    std::vector<std::string> failures = gather_failures(mine);
+    std::string failed_ranks;
+    for (int r = 0; r < world_size; ++r)
+      if (!failures[static_cast<size_t>(r)].empty())
+        failed_ranks += (failed_ranks.empty() ? "" : ", ") + std::to_string(r);
+    if (!failed_ranks.empty())
+      throw host::HostError(
+          RH_ERROR_FAILED_PRECONDITION,
+          (mine.empty() ? "rank(s) " + failed_ranks + " cannot resume from " + chosen.string() +
+                              " (their logs say why)"
+                        : mine) +
+              "; every rank must see rank 0's work_dir (a shared file system) to resume");
+    return chosen;
+  }
+
+  // `resume:` true/'auto' -> the newest valid checkpoint of work_dir; a path
+  // -> that checkpoint, which must be valid. Rank 0 only.
+  std::optional<fs::path> choose_resume_checkpoint() {
     const config::Node* r = job.find("resume");
     if (r == nullptr || r->is_null()) return std::nullopt;
     const std::string value = r->as_string();
@@ -819,10 +1064,21 @@ struct Runner::State {
     iters_done = loop["iters_done"].as<int64_t>();
     inner_done = loop["inner_done"].as<int64_t>();
     schedulers->apply(iters_done, epochs_done);
+    // This rank's row of the generators' states (a 1-D state: a checkpoint
+    // of runner-host 0.1, which saved rank 0's for every rank).
+    auto row = [&](const char* key) {
+      at::Tensor t = checkpoint::get_tensor(state_dict, key);
+      return (t.dim() == 2 ? t[rank] : t).contiguous().clone();
+    };
     at::Generator rng = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
     {
       std::lock_guard<std::mutex> lock(rng.mutex());
-      rng.set_state(checkpoint::get_tensor(state_dict, "rng.cpu").clone());
+      rng.set_state(row("rng.cpu"));
+    }
+    if (device.is_cuda() && state_dict.entries.count("rng.cuda") != 0) {
+      at::Generator cuda_rng = at::globalContext().defaultGenerator(device);
+      std::lock_guard<std::mutex> lock(cuda_rng.mutex());
+      cuda_rng.set_state(row("rng.cuda"));
     }
     set_state(RH_MODE_TRAIN, epochs_done, iters_done, inner_done);
     hooks.after_load(state_dict, dir.string());

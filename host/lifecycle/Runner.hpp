@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "lifecycle/JobComponents.hpp"
@@ -27,6 +28,18 @@ struct RunnerOptions {
   std::filesystem::path work_dir;  // logs and checkpoints
   std::string config_yaml;         // the resolved job, stored in meta.json
   std::string runner_version;
+};
+
+// Thrown when training stopped early for a stop signal (SIGTERM, SIGUSR1) at
+// an iteration boundary, after saving a checkpoint when the job has a
+// checkpoint hook. The program exits with 128 + signal, as if killed by it.
+class StopRequested : public std::runtime_error {
+ public:
+  StopRequested(int signal, const std::string& what) : std::runtime_error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
 };
 
 class Runner {

@@ -128,6 +128,27 @@ ComponentFactory::ComponentFactory(PluginRegistry& registry, HostServices& servi
       job_dir_(std::move(job_dir)),
       work_dir_(std::move(work_dir)) {}
 
+Plugin& ComponentFactory::load_explicit(const config::Node& plugin_node) {
+  fs::path path = plugin_node.as_string();
+  if (path.is_relative()) path = job_dir_ / path;
+  try {
+    return registry_.load(path, "plugin:");
+  } catch (const HostError& e) {
+    config_error(plugin_node, "cannot use plugin " + path.string() + ": " + e.what());
+  }
+}
+
+void ComponentFactory::load_explicit_plugins(const config::Node& job_root) {
+  std::vector<const config::Node*> specs;
+  for (const char* key : {"strategy", "checkpoint_io"})
+    if (const config::Node* spec = job_root.find(key)) specs.push_back(spec);
+  if (const config::Node* hooks = job_root.find("hooks"); hooks && hooks->is_sequence())
+    for (const auto& hook : hooks->seq_items()) specs.push_back(hook.get());
+  for (const config::Node* spec : specs)
+    if (spec->is_map())
+      if (const config::Node* plugin_node = spec->find("plugin")) load_explicit(*plugin_node);
+}
+
 const Component& ComponentFactory::resolve(rh_ComponentKind kind, const config::Node& spec) {
   const config::Node* type_node = spec.find("type");
   if (type_node == nullptr) config_error(spec, "missing required key 'type'");
@@ -135,30 +156,35 @@ const Component& ComponentFactory::resolve(rh_ComponentKind kind, const config::
   const std::string kind_str = kind_name(kind);
 
   if (const config::Node* plugin_node = spec.find("plugin")) {
-    fs::path path = plugin_node->as_string();
-    if (path.is_relative()) path = job_dir_ / path;
-    Plugin* plugin = nullptr;
-    try {
-      plugin = &registry_.load(path, "plugin:");
-    } catch (const HostError& e) {
-      config_error(*plugin_node, "cannot use plugin " + path.string() + ": " + e.what());
-    }
+    Plugin* plugin = &load_explicit(*plugin_node);
     std::vector<std::string> provided;
     for (const Component& c : plugin->components) {
-      if (c.kind == kind && c.type_name == type) return c;
+      if (c.kind == kind && c.type_name == type) {
+        // Only for its warning when other libraries provide the type too; with
+        // an explicit library providing it, find() opens nothing.
+        registry_.find(kind, type);
+        return c;
+      }
       provided.push_back(std::string(kind_name(c.kind)) + " '" + c.type_name + "'");
     }
     config_error(*type_node, "plugin " + plugin->path.string() + " provides no " + kind_str + " '" +
                                  type + "' (it provides " + join(provided, ", ") + ")");
   }
 
-  if (const Component* c = registry_.find(kind, type)) return *c;
+  const Component* found = nullptr;
+  try {
+    found = registry_.find(kind, type);
+  } catch (const HostError& e) {
+    config_error(*type_node, e.what());
+  }
+  if (found != nullptr) return *found;
   std::vector<std::string> names = registry_.type_names(kind);
   std::string hint = config::suggest(type, names);
   std::string message = "no " + kind_str + " plugin provides type '" + type + "'";
   if (!hint.empty()) message += " (did you mean '" + hint + "'?)";
   message += "; available: " + (names.empty() ? std::string("none") : join(names, ", "));
-  message += "; " + describe_search(registry_);
+  message += "; the search path finds a library by its file name, " + plugin_file_name(kind, type) +
+             " (or name the library with plugin:); " + describe_search(registry_);
   config_error(*type_node, message);
 }
 

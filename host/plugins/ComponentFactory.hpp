@@ -1,6 +1,7 @@
 // Creates component instances from their job-file subtrees (`strategy:`,
 // each item of `hooks:`, `checkpoint_io:`): finds the plugin (an explicit
-// `plugin:` path, else the registry), runs its Init once, calls Create, and
+// `plugin:` path, else the registry's search by file name), runs its Init
+// once, calls Create, and
 // reports every key of the subtree the component never looked up.
 #pragma once
 
@@ -100,6 +101,12 @@ class ComponentFactory {
   ComponentFactory(PluginRegistry& registry, HostServices& services, std::filesystem::path job_dir,
                    std::string work_dir);
 
+  // Loads the library of every component of the job (`strategy:`, each of
+  // `hooks:`, `checkpoint_io:`) that names one with `plugin:`, before any
+  // component is created: an explicit library beats the search path for
+  // every component of its types, whatever their order in the job.
+  void load_explicit_plugins(const config::Node& job_root);
+
   // Each throws HostError (code RH_ERROR_INVALID_CONFIG for job-file
   // mistakes) with a message naming the file, line, key path and plugin.
   std::unique_ptr<StrategyInstance> create_strategy(const config::Node& spec);
@@ -108,6 +115,9 @@ class ComponentFactory {
 
  private:
   const Component& resolve(rh_ComponentKind kind, const config::Node& spec);
+  // Loads a `plugin:` path (relative to the job file); a refusal is a config
+  // error at that key.
+  Plugin& load_explicit(const config::Node& plugin_node);
   // Resolves the component, runs its plugin's Init, makes its context.
   InstanceInfo prepare(rh_ComponentKind kind, const config::Node& spec);
   rh_CreateArgs create_args(const InstanceInfo& info, const config::Node& spec) const;

@@ -182,10 +182,14 @@ rh_Error* Checkpoint_Remove(rh_Context* context, const char* name, size_t size) 
 // ---- State dicts -------------------------------------------------------------
 rh_Error* StateDict_PutTensor(rh_StateDict* dict, const char* key, size_t key_size,
                               const DLManagedTensor* tensor) {
-  if (dict == nullptr || tensor == nullptr)
+  if (dict == nullptr || tensor == nullptr || (key == nullptr && key_size > 0))
     return new_error(RH_ERROR_INVALID_ARGUMENT, "StateDict_PutTensor: NULL argument");
   try {
-    dict->entries[std::string(key, key_size)] = copy_tensor_entry(*tensor);
+    const std::string name(key == nullptr ? "" : key, key_size);
+    // Checked and copied before the entry is touched: a refused tensor
+    // leaves an existing entry of that name as it was.
+    rh_StateDict::Entry entry = copy_tensor_entry(*tensor, name);
+    dict->entries[name] = std::move(entry);
     return nullptr;
   } catch (const HostError& e) {
     return new_error(e.code(), e.what());

@@ -1,6 +1,7 @@
 #include "plugins/PluginRegistry.hpp"
 
 #include <dlfcn.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
@@ -28,7 +29,24 @@ const char* kind_name(rh_ComponentKind kind) {
   return "unknown";
 }
 
+std::string plugin_file_name(rh_ComponentKind kind, const std::string& type) {
+  // checkpoint_io is spelt ckpt_io, as the shipped librh_ckpt_io_safetensors.so.
+  const char* tag = kind == RH_COMPONENT_CHECKPOINT_IO ? "ckpt_io" : kind_name(kind);
+  return std::string("librh_") + tag + "_" + type + ".so";
+}
+
 namespace {
+
+// What a component's `type:` may be (and so what may go into a file name:
+// no '/', so a type cannot reach outside the search directories).
+const std::regex& type_name_pattern() {
+  static const std::regex kTypeName("[A-Za-z_][A-Za-z0-9_.-]*");
+  return kTypeName;
+}
+
+std::string describe(const fs::path& path, const std::string& origin) {
+  return path.string() + " (" + origin + ")";
+}
 
 [[noreturn]] void refuse(const std::string& reason) {
   throw HostError(RH_ERROR_FAILED_PRECONDITION, reason);
@@ -70,8 +88,7 @@ void require(const void* fn, const std::string& what, const char* entry) {
 Component read_component(const rh_Component& c, Plugin* plugin) {
   Component out{c.kind, view(c.type_name), view(c.description), rh_HookVtable{}, plugin};
   std::string what = std::string(kind_name(c.kind)) + " '" + out.type_name + "'";
-  static const std::regex kTypeName("[A-Za-z_][A-Za-z0-9_.-]*");
-  if (!std::regex_match(out.type_name, kTypeName))
+  if (!std::regex_match(out.type_name, type_name_pattern()))
     refuse("component type name '" + out.type_name + "' is not a valid identifier");
   if (c.vtable == nullptr) refuse(what + ": vtable is NULL");
   switch (c.kind) {
@@ -123,11 +140,19 @@ PluginRegistry::~PluginRegistry() {
 }
 
 Plugin& PluginRegistry::load(const fs::path& path, const std::string& origin) {
+  return load_library(path, origin, true);
+}
+
+Plugin& PluginRegistry::load_library(const fs::path& path, const std::string& origin,
+                                     bool explicit_load) {
   std::error_code ec;
   fs::path canonical = fs::weakly_canonical(fs::absolute(path), ec);
   if (ec) canonical = fs::absolute(path);
-  for (auto& p : plugins_)
-    if (p->path == canonical) return *p;
+  for (auto& p : plugins_) {
+    if (p->path != canonical) continue;
+    p->explicit_load = p->explicit_load || explicit_load;
+    return *p;
+  }
   if (!fs::exists(canonical)) throw HostError(RH_ERROR_NOT_FOUND, "no such file");
   if (!fs::is_regular_file(canonical)) refuse("not a regular file");
 
@@ -206,14 +231,17 @@ Plugin& PluginRegistry::load(const fs::path& path, const std::string& origin) {
   if (RH_STRUCT_HAS(info, rh_PluginInfo, Init)) plugin->init = info->Init;
   if (RH_STRUCT_HAS(info, rh_PluginInfo, Shutdown)) plugin->shutdown = info->Shutdown;
   plugin->library = library;
+  plugin->explicit_load = explicit_load;
   plugins_.push_back(std::move(plugin));
   return *plugins_.back();
 }
 
+void PluginRegistry::set_search_path(const std::vector<SearchDir>& dirs) { searched_ = dirs; }
+
 void PluginRegistry::scan(const std::vector<SearchDir>& dirs) {
+  set_search_path(dirs);
   static const std::regex kSharedLibrary(R"(.*\.so(\.[0-9]+)*)");
   for (const SearchDir& d : dirs) {
-    searched_.push_back(d);
     std::error_code ec;
     if (!fs::is_directory(d.dir, ec)) continue;
     std::vector<fs::path> files;
@@ -223,27 +251,150 @@ void PluginRegistry::scan(const std::vector<SearchDir>& dirs) {
     std::sort(files.begin(), files.end());
     for (const fs::path& f : files) {
       try {
-        load(f, d.origin);
+        load_library(f, d.origin, false);
       } catch (const HostError& e) {
         refused_.push_back({f, d.origin, e.what()});
       }
     }
   }
-}
-
-const Component* PluginRegistry::find(rh_ComponentKind kind, const std::string& type) const {
+  // Several libraries providing one (kind, type): say which a job gets.
+  std::vector<std::pair<rh_ComponentKind, std::string>> provided;
   for (const auto& p : plugins_)
     for (const Component& c : p->components)
-      if (c.kind == kind && c.type_name == type) return &c;
-  return nullptr;
+      if (std::find(provided.begin(), provided.end(), std::make_pair(c.kind, c.type_name)) ==
+          provided.end())
+        provided.emplace_back(c.kind, c.type_name);
+  for (const auto& [kind, type] : provided) {
+    std::vector<std::string> providers;
+    for (const auto& p : plugins_)
+      for (const Component& c : p->components)
+        if (c.kind == kind && c.type_name == type)
+          providers.push_back(describe(p->path, p->origin));
+    if (providers.size() < 2) continue;
+    auto files = candidate_files(kind, type);
+    std::string winner = files.empty()
+                             ? "none of them is named " + plugin_file_name(kind, type) +
+                                   ", so a job reaches them only with plugin:"
+                             : "a job's `type: " + type + "` gets " +
+                                   describe(files[0].first, files[0].second) + ", the first " +
+                                   plugin_file_name(kind, type) + " in search order";
+    std::vector<std::string> others(providers.begin() + 1, providers.end());
+    warn_shadowed(kind, type, providers[0], others, winner);
+  }
+}
+
+std::vector<std::pair<fs::path, std::string>> PluginRegistry::candidate_files(
+    rh_ComponentKind kind, const std::string& type) const {
+  std::vector<std::pair<fs::path, std::string>> files;
+  std::vector<fs::path> seen;  // the same directory twice on the path is one candidate
+  const std::string name = plugin_file_name(kind, type);
+  for (const SearchDir& d : searched_) {
+    std::error_code ec;
+    fs::path file = d.dir / name;
+    if (!fs::exists(file, ec)) continue;
+    fs::path canonical = fs::weakly_canonical(file, ec);
+    if (ec) canonical = file;
+    if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) continue;
+    seen.push_back(canonical);
+    files.emplace_back(file, d.origin);
+  }
+  return files;
+}
+
+void PluginRegistry::warn_shadowed(rh_ComponentKind kind, const std::string& type,
+                                   const std::string& chosen,
+                                   const std::vector<std::string>& others, const std::string& why) {
+  if (others.empty() || !warned_.insert({kind, type}).second) return;
+  std::string also;
+  for (const std::string& o : others) also += (also.empty() ? "" : ", ") + o;
+  spdlog::warn("{} '{}' is provided by {} and by {}: {}", kind_name(kind), type, chosen, also, why);
+}
+
+const Component* PluginRegistry::find(rh_ComponentKind kind, const std::string& type) {
+  const std::string what = std::string(kind_name(kind)) + " '" + type + "'";
+  if (!std::regex_match(type, type_name_pattern()))
+    throw HostError(RH_ERROR_INVALID_CONFIG,
+                    what +
+                        ": not a valid type name (a letter or '_', then letters, digits, "
+                        "'_', '.' or '-')");
+  auto files = candidate_files(kind, type);
+
+  // An explicit `plugin:` beats the search path.
+  const Component* chosen = nullptr;
+  std::vector<std::string> shadowed;
+  for (const auto& p : plugins_) {
+    if (!p->explicit_load) continue;
+    for (const Component& c : p->components) {
+      if (c.kind != kind || c.type_name != type) continue;
+      if (chosen == nullptr)
+        chosen = &c;
+      else
+        shadowed.push_back(describe(p->path, p->origin));
+    }
+  }
+  if (chosen != nullptr) {
+    for (const auto& [file, origin] : files) {
+      std::error_code ec;
+      if (!fs::equivalent(file, chosen->plugin->path, ec))
+        shadowed.push_back(describe(file, origin));
+    }
+    warn_shadowed(kind, type, describe(chosen->plugin->path, chosen->plugin->origin), shadowed,
+                  "a component naming a library with plugin: uses that one; `type: " + type +
+                      "` alone gets the first, named by plugin: in the job");
+    return chosen;
+  }
+
+  if (files.empty()) return nullptr;
+  const auto& [file, origin] = files.front();
+  Plugin* plugin = nullptr;
+  try {
+    plugin = &load_library(file, origin, false);
+  } catch (const HostError& e) {
+    throw HostError(e.code(), what + ": cannot use " + describe(file, origin) + ": " + e.what());
+  }
+  std::vector<std::string> provided;
+  for (const Component& c : plugin->components) {
+    if (c.kind == kind && c.type_name == type) chosen = &c;
+    provided.push_back(std::string(kind_name(c.kind)) + " '" + c.type_name + "'");
+  }
+  if (chosen == nullptr) {
+    std::string list;
+    for (const std::string& p : provided) list += (list.empty() ? "" : ", ") + p;
+    throw HostError(RH_ERROR_NOT_FOUND, describe(file, origin) + " is named for " + what +
+                                            " but provides no " + what + " (it provides " + list +
+                                            ")");
+  }
+  std::vector<std::string> later;
+  for (size_t i = 1; i < files.size(); ++i)
+    later.push_back(describe(files[i].first, files[i].second) + ", not loaded");
+  warn_shadowed(kind, type, describe(file, origin), later, "using the first in search order");
+  return chosen;
 }
 
 std::vector<std::string> PluginRegistry::type_names(rh_ComponentKind kind) const {
   std::vector<std::string> names;
+  auto add = [&](const std::string& name) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  };
   for (const auto& p : plugins_)
     for (const Component& c : p->components)
-      if (c.kind == kind && std::find(names.begin(), names.end(), c.type_name) == names.end())
-        names.push_back(c.type_name);
+      if (c.kind == kind) add(c.type_name);
+  // What the file names promise, without opening anything.
+  const std::string name = plugin_file_name(kind, "");
+  const std::string prefix = name.substr(0, name.size() - 3);  // "librh_hook_"
+  for (const SearchDir& d : searched_) {
+    std::error_code ec;
+    if (!fs::is_directory(d.dir, ec)) continue;
+    std::vector<std::string> found;
+    for (const auto& entry : fs::directory_iterator(d.dir, ec)) {
+      std::string file = entry.path().filename().string();
+      if (file.size() > prefix.size() + 3 && file.compare(0, prefix.size(), prefix) == 0 &&
+          file.compare(file.size() - 3, 3, ".so") == 0)
+        found.push_back(file.substr(prefix.size(), file.size() - prefix.size() - 3));
+    }
+    std::sort(found.begin(), found.end());
+    for (const std::string& t : found) add(t);
+  }
   return names;
 }
 

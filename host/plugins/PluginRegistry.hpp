@@ -2,13 +2,22 @@
 //
 // Loading follows DESIGN.md §2: RTLD_NOW | RTLD_LOCAL (never DEEPBIND), never
 // unloaded (RTLD_NODELETE), one entry symbol, handshake on the ABI major and
-// the native tag. A bad file in a search directory is recorded as refused
-// with its reason and does not stop the others.
+// the native tag.
+//
+// A job opens only the libraries it uses: loading a library runs its
+// constructors, so an unrelated or broken .so in a search directory must not
+// affect a job. A (kind, type) is found by file name, as Triton finds a
+// backend: the library for hook `trace` is librh_hook_trace.so (see
+// plugin_file_name), taken from the first search directory holding that
+// name. Only --list-plugins (scan) opens every library; there a bad file is
+// recorded as refused with its reason and does not stop the others.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -51,6 +60,8 @@ struct Plugin {
   void (*shutdown)(void) = nullptr;
   bool initialized = false;
   std::shared_ptr<void> library;  // keeps the handle; RTLD_NODELETE keeps the code
+  // Loaded by load() (a `plugin:` path): its types beat the search path.
+  bool explicit_load = false;
 };
 
 struct RefusedPlugin {
@@ -61,6 +72,11 @@ struct RefusedPlugin {
 
 const char* kind_name(rh_ComponentKind kind);  // "strategy", "hook", "checkpoint_io"
 
+// The file name under which the search path finds (kind, type):
+// librh_<kind>_<type>.so with <kind> strategy, hook or ckpt_io (the shipped
+// plugins' names: librh_hook_trace.so, librh_ckpt_io_safetensors.so).
+std::string plugin_file_name(rh_ComponentKind kind, const std::string& type);
+
 class PluginRegistry {
  public:
   PluginRegistry(NativeTag host_tag, HostServices& services);
@@ -68,17 +84,35 @@ class PluginRegistry {
   PluginRegistry(const PluginRegistry&) = delete;
   PluginRegistry& operator=(const PluginRegistry&) = delete;
 
-  // Loads every shared library (*.so, *.so.N) directly in each directory, in
-  // order; a failure is recorded in refused(). Missing directories are skipped.
+  // The directories find() looks in, in order; opens nothing.
+  void set_search_path(const std::vector<SearchDir>& dirs);
+  // For --list-plugins: sets the search path and loads every shared library
+  // (*.so, *.so.N) directly in each directory, in order; a failure is
+  // recorded in refused(). Missing directories are skipped. Warns once for
+  // each (kind, type) that several loaded libraries provide, saying which
+  // one a job's `type:` gets.
   void scan(const std::vector<SearchDir>& dirs);
-  // Loads one library; throws HostError with the reason when it is refused.
-  // Loading the same file twice returns the first load.
+  // Loads one library named explicitly (a component's `plugin:`, a test);
+  // throws HostError with the reason when it is refused. Loading the same
+  // file twice returns the first load. Its components are found by find()
+  // before anything on the search path.
   Plugin& load(const std::filesystem::path& path, const std::string& origin);
 
-  // First component of `kind` named `type` in load order; nullptr if none.
-  const Component* find(rh_ComponentKind kind, const std::string& type) const;
-  // Every type name of `kind` (for "did you mean" and listings).
+  // The component of `kind` named `type`, nullptr if none: the first
+  // explicitly loaded library (load()) providing it, else the library named
+  // plugin_file_name(kind, type) in the first search directory holding one,
+  // loaded now. Warns once per (kind, type) when another candidate is
+  // shadowed, naming both paths. Throws HostError naming the file when that
+  // library is refused or does not provide (kind, type), and for a type that
+  // is not a valid type name.
+  const Component* find(rh_ComponentKind kind, const std::string& type);
+  // Every type name of `kind` that loaded libraries provide or that a file
+  // name on the search path promises (for "did you mean"); opens nothing.
   std::vector<std::string> type_names(rh_ComponentKind kind) const;
+  // The files named plugin_file_name(kind, type) on the search path, in
+  // search order, each once, with the origin of its directory.
+  std::vector<std::pair<std::filesystem::path, std::string>> candidate_files(
+      rh_ComponentKind kind, const std::string& type) const;
 
   // Calls the plugin's Init once; throws HostError naming the plugin path.
   void initialize(Plugin& plugin);
@@ -89,11 +123,18 @@ class PluginRegistry {
   const NativeTag& host_tag() const { return host_tag_; }
 
  private:
+  Plugin& load_library(const std::filesystem::path& path, const std::string& origin,
+                       bool explicit_load);
+  // Warns once per (kind, type) that `chosen` shadows `others`.
+  void warn_shadowed(rh_ComponentKind kind, const std::string& type, const std::string& chosen,
+                     const std::vector<std::string>& others, const std::string& why);
+
   NativeTag host_tag_;
   HostServices& services_;
   std::vector<std::unique_ptr<Plugin>> plugins_;
   std::vector<RefusedPlugin> refused_;
   std::vector<SearchDir> searched_;
+  std::set<std::pair<int, std::string>> warned_;  // (kind, type) already warned about
 };
 
 }  // namespace rh::host

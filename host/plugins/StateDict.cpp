@@ -1,6 +1,8 @@
 #include "plugins/StateDict.hpp"
 
 #include <cstring>
+#include <limits>
+#include <new>
 
 #include "plugins/HostError.hpp"
 
@@ -36,21 +38,51 @@ void copy_strided(const char* src, const int64_t* shape, const int64_t* strides,
 }
 }  // namespace
 
-rh_StateDict::Entry copy_tensor_entry(const DLManagedTensor& tensor) {
+rh_StateDict::Entry copy_tensor_entry(const DLManagedTensor& tensor, const std::string& key) {
   const DLTensor& t = tensor.dl_tensor;
+  const std::string what = "StateDict_PutTensor: tensor '" + key + "'";
+  auto invalid = [&](const std::string& why) {
+    return HostError(RH_ERROR_INVALID_ARGUMENT, what + ": " + why);
+  };
   if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
     throw HostError(RH_ERROR_UNIMPLEMENTED,
-                    "StateDict_PutTensor: only host-memory tensors can be stored; copy device "
-                    "tensors to the CPU first");
+                    what +
+                        ": only host-memory tensors can be stored; copy device tensors to the "
+                        "CPU first");
   }
+  if (t.ndim < 0 || t.ndim > kMaxTensorDims)
+    throw invalid("ndim is " + std::to_string(t.ndim) + ", expected 0.." +
+                  std::to_string(kMaxTensorDims));
+  if (t.ndim > 0 && t.shape == nullptr) throw invalid("shape is NULL");
+  if (t.dtype.bits == 0 || t.dtype.bits % 8 != 0 || t.dtype.lanes == 0)
+    throw invalid("dtype has " + std::to_string(t.dtype.bits) + " bits and " +
+                  std::to_string(t.dtype.lanes) +
+                  " lanes; only whole bytes per element can be stored");
+  size_t numel = 1;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0)
+      throw invalid("dimension " + std::to_string(i) + " is " + std::to_string(t.shape[i]));
+    if (__builtin_mul_overflow(numel, static_cast<size_t>(t.shape[i]), &numel))
+      throw invalid("the element count of its shape overflows");
+  }
+  const size_t elem = dtype_bytes(t.dtype);
+  size_t size = 0;
+  // PTRDIFF_MAX: the most a std::vector (and pointer arithmetic) can hold.
+  if (__builtin_mul_overflow(numel, elem, &size) ||
+      size > static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()))
+    throw invalid("its size in bytes (" + std::to_string(numel) + " elements of " +
+                  std::to_string(elem) + " bytes) overflows");
+  if (size > 0 && t.data == nullptr) throw invalid("data is NULL");
   rh_StateDict::Entry e;
   e.is_tensor = true;
   e.dtype = t.dtype;
   e.shape.assign(t.shape, t.shape + t.ndim);
-  size_t numel = 1;
-  for (int i = 0; i < t.ndim; ++i) numel *= static_cast<size_t>(t.shape[i]);
-  const size_t elem = dtype_bytes(t.dtype);
-  e.bytes.resize(numel * elem);
+  try {
+    e.bytes.resize(size);
+  } catch (const std::bad_alloc&) {
+    throw HostError(RH_ERROR_INTERNAL,
+                    what + ": cannot allocate " + std::to_string(size) + " bytes");
+  }
   if (numel == 0) return e;
   const char* src = static_cast<const char*>(t.data) + t.byte_offset;
   std::vector<int64_t> strides(t.ndim);

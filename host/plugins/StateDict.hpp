@@ -22,8 +22,16 @@ struct rh_StateDict {
 
 namespace rh::host {
 
+// Most dimensions a state-dict tensor may have (the safetensors reader's cap).
+constexpr int kMaxTensorDims = 64;
+
 size_t dtype_bytes(DLDataType dtype);
-// Copies a CPU DLPack tensor (any strides) into a C-contiguous entry.
-rh_StateDict::Entry copy_tensor_entry(const DLManagedTensor& tensor);
+// Copies a CPU DLPack tensor (any strides) into a C-contiguous entry. The
+// tensor comes from a plugin through the ABI, so its description is checked
+// before anything is allocated or read: 0..kMaxTensorDims dimensions, none
+// negative, a whole number of bytes per element, and an element count and
+// byte size that do not overflow (a bad shape is an RH_ERROR_INVALID_ARGUMENT
+// error naming `key`, never a short buffer). Strides and data are trusted.
+rh_StateDict::Entry copy_tensor_entry(const DLManagedTensor& tensor, const std::string& key);
 
 }  // namespace rh::host

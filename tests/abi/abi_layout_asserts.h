@@ -218,13 +218,16 @@ RH_ABI_PIN_OFFSET(rh_StrategyTraits, sharded_checkpoint, 16);
 /* 20 bytes of fields, 4 of tail padding (alignment of size_t). */
 RH_ABI_PIN_STRUCT_SIZE_TAIL(RH_STRATEGY_TRAITS_STRUCT_SIZE, rh_StrategyTraits, 20, 4);
 
-RH_ABI_PIN_SIZE(rh_SetupEnvArgs, 40);
+RH_ABI_PIN_SIZE(rh_SetupEnvArgs, 56);
 RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, world, 8);
 RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, local_rank, 16);
 RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, seed, 24);
 RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, device, 32);
-RH_ABI_PIN_STRUCT_SIZE(RH_SETUP_ENV_ARGS_STRUCT_SIZE, rh_SetupEnvArgs, 40);
+RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, rank_device, 40);      /* 1.3 */
+RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, local_world_size, 48); /* 1.3 */
+RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, node_rank, 52);        /* 1.3 */
+RH_ABI_PIN_STRUCT_SIZE(RH_SETUP_ENV_ARGS_STRUCT_SIZE, rh_SetupEnvArgs, 56);
 
 RH_ABI_PIN_SIZE(rh_WrapArgs, 24);
 RH_ABI_PIN_OFFSET(rh_WrapArgs, struct_size, 0);

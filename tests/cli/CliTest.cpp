@@ -273,6 +273,84 @@ TEST_F(CliTest, ThePluginSearchNeverLooksInTheCurrentDirectory) {
   EXPECT_THAT(r.output, Not(HasSubstr("golden_v1")));
 }
 
+// A plugin directory with a library whose constructor writes a marker file
+// and two files that cannot load: a job that uses none of them opens none
+// (no marker, no error); --list-plugins opens them all.
+TEST_F(CliTest, AJobOpensOnlyThePluginsItUsesAndListPluginsOpensAll) {
+  fs::create_directories(dir / "extra");
+  fs::copy_file(plugin("rh_test_constructor_marker"), dir / "extra/librh_hook_marker.so");
+  dir.write("extra/libbroken.so", "not a library");
+  dir.write("extra/librh_hook_broken.so", "not a library either");
+  const std::string marker_env = "RH_TEST_CONSTRUCTOR_MARKER=" + quote((dir / "marker").string());
+
+  dir.write("job.yaml", kValidJob);  // strategy single, hook trace: from the install
+  auto job = run("--config job.yaml --dry-run --plugin-path " + quote((dir / "extra").string()),
+                 marker_env);
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_FALSE(fs::exists(dir / "marker")) << "a library the job does not use was opened";
+  EXPECT_THAT(job.output, Not(HasSubstr("broken")));
+
+  auto list = run("--list-plugins --plugin-path " + quote((dir / "extra").string()), marker_env);
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_TRUE(fs::exists(dir / "marker")) << list.output;
+  EXPECT_THAT(list.output, ::testing::ContainsRegex("hook +marker +writes a marker file"));
+  EXPECT_THAT(list.output, HasSubstr("libbroken.so  [--plugin-path]\n  REFUSED: "));
+  EXPECT_THAT(list.output, HasSubstr("librh_hook_broken.so  [--plugin-path]\n  REFUSED: "));
+
+  // The job that uses it opens it, found by its file name.
+  fs::remove(dir / "marker");
+  auto used = run(
+      "--config job.yaml --dry-run --plugin-path extra --set " + quote("hooks=[{type: marker}]"),
+      marker_env);
+  EXPECT_EQ(used.exit_code, 0) << used.output;
+  EXPECT_TRUE(fs::exists(dir / "marker")) << used.output;
+}
+
+TEST_F(CliTest, ABrokenLibraryNamedForAUsedTypeIsAnErrorNamingTheFile) {
+  fs::create_directories(dir / "extra");
+  dir.write("extra/librh_hook_broken.so", "not a library");
+  EXPECT_INVALID(
+      run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: broken}\n",
+              "--dry-run --plugin-path extra"),
+      "job.yaml:3:12: hooks.0.type: hook 'broken': cannot use " +
+          (dir / "extra/librh_hook_broken.so").string() +
+          " (--plugin-path): cannot load the shared library");
+}
+
+TEST_F(CliTest, RelativePluginPathEntriesAreRelativeToTheJobFileAndLogged) {
+  fs::create_directories(dir / "jobs/plugins");
+  fs::create_directories(dir / "cwd");
+  fs::copy_file(plugin("rh_test_golden_v1"), dir / "jobs/plugins/librh_hook_golden_v1.so");
+  dir.write("jobs/job.yaml",
+            "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: golden_v1}\n");
+  // Run from cwd/: "." and "plugins" must mean jobs/ and jobs/plugins.
+  auto r = run("--config ../jobs/job.yaml --dry-run --plugin-path plugins",
+               "-C " + quote((dir / "cwd").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("plugin search directory " + (dir / "jobs/plugins").string() +
+                                  " (--plugin-path entry 'plugins', relative to the job file's "
+                                  "directory)"));
+  auto env = run("--config ../jobs/job.yaml --dry-run",
+                 "-C " + quote((dir / "cwd").string()) + " RH_PLUGIN_PATH=.:plugins");
+  EXPECT_EQ(env.exit_code, 0) << env.output;
+  EXPECT_THAT(env.output, HasSubstr("plugin search directory " + (dir / "jobs").string() +
+                                    " (RH_PLUGIN_PATH entry '.', relative to the job file's "
+                                    "directory)"));
+}
+
+TEST_F(CliTest, ListPluginsRefusesARelativeEntryWithoutAJobFile) {
+  EXPECT_INVALID(run("--list-plugins --plugin-path ."),
+                 "--plugin-path entry '.' is a relative directory and there is no job file to "
+                 "resolve it against");
+  EXPECT_INVALID(run("--list-plugins", "RH_PLUGIN_PATH=my_plugins"),
+                 "RH_PLUGIN_PATH entry 'my_plugins' is a relative directory");
+  // With a job file the same entry is resolved against its directory.
+  dir.write("job.yaml", kValidJob);
+  auto r = run("--list-plugins --config job.yaml --plugin-path .");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--plugin-path   " + dir.path().string() + "\n"));
+}
+
 }  // namespace
 
 namespace {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/TestUtil.hpp"
+#include "distributed/DistributedTestUtil.hpp"
 
 namespace fs = std::filesystem;
 using rh::test::quote;
@@ -27,36 +28,8 @@ using ::testing::HasSubstr;
 
 namespace {
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// The float32 tensors of a safetensors file, by name.
-std::map<std::string, std::vector<float>> read_safetensors(const fs::path& p) {
-  std::string bytes = rh::test::read_file(p);
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  YAML::Node header = YAML::Load(bytes.substr(8, n));  // JSON is YAML
-  std::map<std::string, std::vector<float>> out;
-  for (const auto& kv : header) {
-    const std::string name = kv.first.as<std::string>();
-    if (name == "__metadata__" || kv.second["dtype"].as<std::string>() != "F32") continue;
-    const size_t begin = kv.second["data_offsets"][0].as<size_t>(),
-                 end = kv.second["data_offsets"][1].as<size_t>();
-    std::vector<float> v((end - begin) / 4);
-    std::memcpy(v.data(), bytes.data() + 8 + n + begin, end - begin);
-    out[name] = std::move(v);
-  }
-  return out;
-}
+using rh::test::free_port;
+using rh::test::read_safetensors;
 
 // 800 samples: 50 iterations of a global batch of 16 per epoch.
 std::string job(const std::string& strategy, int batch, const std::string& train_cfg,
@@ -97,7 +70,10 @@ TEST_F(DistributedTest, DdpOnTwoRanksEqualsOneRankWithTheGlobalBatch) {
       "  - {type: checkpoint, by_epoch: false, interval: 50}\n  - {type: metrics}\n";
   auto single = run("single", job("{type: single}", 16, cfg, hooks), "");
   ASSERT_EQ(single.exit_code, 0) << single.output;
-  auto ddp = run("ddp", job("{type: ddp}", 8, cfg, hooks), launch2());
+  // diff_rank_seed offsets the model's random ops only: the ranks must still
+  // split one shuffled order (else they share and miss samples, and the
+  // runs diverge at the first step).
+  auto ddp = run("ddp", job("{type: ddp}", 8, cfg, hooks, "diff_rank_seed: true\n"), launch2());
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
   auto a = read_safetensors(dir / "single/iter_50/model.safetensors");
   auto b = read_safetensors(dir / "ddp/iter_50/model.safetensors");
@@ -118,8 +94,24 @@ TEST_F(DistributedTest, DdpOnTwoRanksEqualsOneRankWithTheGlobalBatch) {
     EXPECT_LE(max_diff, 1e-5f * max_abs)
         << name << ": max |diff| " << max_diff << " vs max |value| " << max_abs;
   }
-  // And the weights did move: the test compares trained parameters.
-  EXPECT_THAT(rh::test::read_file(dir / "ddp/metrics.jsonl"), HasSubstr("\"iter\": 50"));
+  // And the weights did move, by far more than the tolerance: against the
+  // weights after one step, every tensor differs by > 100x the tolerance.
+  auto one_step = run("one_step",
+                      job("{type: single}", 16, "{by_epoch: false, max_iters: 1}",
+                          "  - {type: checkpoint, by_epoch: false, interval: 1}\n"),
+                      "");
+  ASSERT_EQ(one_step.exit_code, 0) << one_step.output;
+  auto early = read_safetensors(dir / "one_step/iter_1/model.safetensors");
+  ASSERT_EQ(early.size(), b.size());
+  for (const auto& [name, vb] : b) {
+    const auto& ve = early.at(name);
+    float max_abs = 0, moved = 0;
+    for (size_t i = 0; i < vb.size(); ++i) {
+      max_abs = std::max(max_abs, std::fabs(vb[i]));
+      moved = std::max(moved, std::fabs(vb[i] - ve[i]));
+    }
+    EXPECT_GT(moved, 100 * 1e-5f * max_abs) << name << " barely moved in 49 steps";
+  }
 }
 
 TEST_F(DistributedTest, ExactResumeUnderDdp) {
@@ -138,6 +130,151 @@ TEST_F(DistributedTest, ExactResumeUnderDdp) {
     EXPECT_EQ(rh::test::read_file(dir / "straight/iter_12" / f),
               rh::test::read_file(dir / "resumed/iter_12" / f))
         << f;
+}
+
+// Exact resume where every piece of per-rank state matters: dropout draws
+// from each rank's generator (different with diff_rank_seed), accumulation
+// windows of 2 with a checkpoint asked for inside one (iteration 3: saved at
+// the window's end), and a stop signal reaching only one rank (SIGUSR1 on the
+// last rank: all ranks agree to stop at the same boundary).
+class DistributedResumeTest : public DistributedTest {
+ protected:
+  void expect_exact(int ranks) {
+    const std::string model =
+        "model: {type: mlp, in_features: 16, hidden: [64, 64], num_classes: 4, dropout: 0.3}\n";
+    const std::string extra =
+        "diff_rank_seed: true\n"
+        "optim_wrapper: {optimizer: {type: SGD, lr: 0.05, momentum: 0.9}, accumulative_counts: "
+        "2}\n";
+    auto with = [&](std::string yaml) {
+      yaml.replace(yaml.find("model: "),
+                   yaml.find('\n', yaml.find("model: ")) + 1 - yaml.find("model: "), model);
+      const size_t o = yaml.find("optim_wrapper: ");
+      yaml.erase(o, yaml.find('\n', o) + 1 - o);
+      return yaml + extra;
+    };
+    const std::string cfg = "{by_epoch: false, max_iters: 8}";
+    const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 3}\n";
+    const std::string launch = "--nproc-per-node " + std::to_string(ranks) + " --master-port " +
+                               std::to_string(free_port());
+    auto straight = run("straight", with(job("{type: ddp}", 8, cfg, hooks)), launch);
+    ASSERT_EQ(straight.exit_code, 0) << straight.output;
+    const std::string signal_hook =
+        "  - {type: raise_signal, plugin: " +
+        (fs::path(RH_TEST_PLUGIN_DIR) / "librh_test_raise_signal.so").string() +
+        ", signal: 10, iter: 2, rank: " + std::to_string(ranks - 1) + "}\n";
+    auto stopped = run("resumed", with(job("{type: ddp}", 8, cfg, hooks + signal_hook)),
+                       "--nproc-per-node " + std::to_string(ranks) + " --master-port " +
+                           std::to_string(free_port()));
+    EXPECT_NE(stopped.exit_code, 0) << stopped.output;
+    EXPECT_THAT(stopped.output, HasSubstr("stopped by signal"));
+    EXPECT_THAT(rh::test::read_file(dir / "resumed/iter_3/meta.json"), HasSubstr("\"iter\": 4,"));
+    ASSERT_FALSE(fs::exists(dir / "resumed/iter_6")) << stopped.output;
+    auto rest = run("resumed", with(job("{type: ddp}", 8, cfg, hooks, "resume: auto\n")),
+                    "--nproc-per-node " + std::to_string(ranks) + " --master-port " +
+                        std::to_string(free_port()));
+    ASSERT_EQ(rest.exit_code, 0) << rest.output;
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+      EXPECT_EQ(rh::test::read_file(dir / "straight/iter_8" / f),
+                rh::test::read_file(dir / "resumed/iter_8" / f))
+          << f;
+  }
+};
+
+TEST_F(DistributedResumeTest, ExactWithDropoutDiffRankSeedAndAMidWindowSaveOnTwoRanks) {
+  expect_exact(2);
+}
+
+TEST_F(DistributedResumeTest, ExactWithDropoutDiffRankSeedAndAMidWindowSaveOnThreeRanks) {
+  expect_exact(3);
+}
+
+// Validation pads the val set to a multiple of the world size; the padded
+// samples must not be counted: 299 samples give the same accuracy on 2
+// ranks as on 1 for the same weights.
+TEST_F(DistributedTest, ValidationMetricsCountEachSampleOnce) {
+  const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 5}\n";
+  auto train = run("w", job("{type: single}", 16, "{by_epoch: false, max_iters: 5}", hooks), "");
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const std::string val =
+      "--mode val --set load_from=" + (dir / "w/iter_5").string() +
+      " --set 'data.val={dataset: {type: synthetic_classification, num_samples: 299, "
+      "num_features: 16, num_classes: 4, split: val}, batch_size: 32, num_workers: 0}' "
+      "--set 'hooks=[{type: metrics}]'";
+  auto metric = [&](const std::string& work, const std::string& key) {
+    const std::string text = rh::test::read_file(dir / work / "metrics.jsonl");
+    const auto at = text.find("\"" + key + "\": ");
+    EXPECT_NE(at, std::string::npos) << text;
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size() + 4));
+  };
+  auto one = run("one", job("{type: ddp}", 16, "{by_epoch: false, max_iters: 5}", ""), val);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  auto two = run("two", job("{type: ddp}", 16, "{by_epoch: false, max_iters: 5}", ""),
+                 val + " " + launch2());
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(metric("one", "accuracy/top1"), metric("two", "accuracy/top1"));
+  // The loss sums per-batch float32 sums: other batches, other rounding.
+  EXPECT_NEAR(metric("one", "loss"), metric("two", "loss"), 1e-6 * metric("one", "loss"));
+}
+
+// Every rank resumes from the checkpoint rank 0 chose, or the job stops
+// naming the rank: node-local storage is simulated by giving rank 1 its own
+// mount namespace, where the work_dir is an empty tmpfs (it sees no
+// checkpoint) or another copy (a stale view: a different meta.json).
+TEST_F(DistributedTest, EveryRankMustSeeTheCheckpointRankZeroResumesFrom) {
+  if (rh::test::run_command("unshare -m true").exit_code != 0)
+    GTEST_SKIP() << "needs mount namespaces (unshare -m), as root";
+  const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 4}\n";
+  auto two = run("w", job("{type: ddp}", 8, "{by_epoch: false, max_iters: 4}", hooks), launch2());
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  dir.write("resume.yaml",
+            "work_dir: " + (dir / "w").string() + "\n" +
+                job("{type: ddp}", 8, "{by_epoch: false, max_iters: 8}", hooks, "resume: auto\n"));
+  const fs::path w = dir / "w";
+  auto by_hand = [&](const std::string& rank1_mount) {
+    const std::string port = std::to_string(free_port());
+    const std::string env =
+        "env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ";
+    const std::string exe = quote(RH_RUNNER_HOST) + " --config resume.yaml";
+    const std::string rank1 =
+        "unshare -m sh -c " + quote(rank1_mount + " && exec " + env + "RANK=1 LOCAL_RANK=1 " + exe);
+    return rh::test::run_command("cd " + quote(dir.path().string()) + " && { (" + rank1 +
+                                 " > rank1.log 2>&1; echo rank1=$? >> rank1.log) & " + env +
+                                 "RANK=0 LOCAL_RANK=0 " + exe +
+                                 "; echo rank0=$?; wait; cat rank1.log; }");
+  };
+  auto none = by_hand("mount -t tmpfs none " + quote(w.string()));
+  EXPECT_THAT(none.output, HasSubstr("rank 1 cannot read the checkpoint rank 0 resumes from, " +
+                                     (w / "iter_4").string()))
+      << none.output;
+  EXPECT_THAT(none.output, HasSubstr("rank(s) 1 cannot resume from " + (w / "iter_4").string()));
+  EXPECT_THAT(none.output, ::testing::Not(HasSubstr("rank0=0")));
+  EXPECT_THAT(none.output, ::testing::Not(HasSubstr("rank1=0")));
+  // A stale copy: the same checkpoint name with another meta.json.
+  fs::copy(w, dir / "stale", fs::copy_options::recursive);
+  std::string meta = rh::test::read_file(dir / "stale/iter_4/meta.json");
+  dir.write("stale/iter_4/meta.json", meta + " ");
+  auto stale = by_hand("mount --bind " + quote((dir / "stale").string()) + " " + quote(w.string()));
+  EXPECT_THAT(stale.output, HasSubstr("rank 1 sees a different checkpoint at " +
+                                      (w / "iter_4").string() + " than rank 0"))
+      << stale.output;
+  EXPECT_THAT(stale.output, ::testing::Not(HasSubstr("rank0=0")));
+  // Nothing of rank 0's work_dir changed.
+  EXPECT_EQ(rh::test::read_file(w / "iter_4/meta.json"), meta);
+}
+
+// The host destroys the strategy before the communicator it handed it (and
+// the groups made from it): collectives in a strategy's destructor work.
+TEST_F(DistributedTest, AStrategyCanUseTheCommunicatorUntilItIsDestroyed) {
+  const std::string strategy =
+      "{type: comm_at_destroy, plugin: " +
+      (fs::path(RH_TEST_PLUGIN_DIR) / "librh_test_comm_at_destroy.so").string() +
+      ", path: " + (dir / "destroy.txt").string() + "}";
+  auto r = run("destroy", job(strategy, 8, "{by_epoch: false, max_iters: 2}", ""), launch2());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string out = rh::test::read_file(dir / "destroy.txt");
+  EXPECT_THAT(out, HasSubstr("rank 0: world barrier ok, group barrier ok"));
+  EXPECT_THAT(out, HasSubstr("rank 1: world barrier ok, group barrier ok"));
 }
 
 // For 2 ranks both transports add the same two floats per element (a + b

@@ -1,11 +1,22 @@
 // runner-host --nproc-per-node N, end to end: the program re-executes itself
 // once per rank, without the launcher flags, and the workers do not launch.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <regex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "common/TestUtil.hpp"
+
+extern char** environ;
 
 using rh::test::quote;
 using ::testing::HasSubstr;
@@ -55,6 +66,62 @@ TEST(LaunchCli, BadLauncherOptions) {
   r = run("--nnodes 2 --node-rank 2 --version");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--node-rank: expected 0 to 1"));
+}
+
+TEST(LaunchCli, AClosedStdoutDoesNotKillTheRun) {
+  // `runner-host --nproc-per-node 2 ... | head` once head has exited, made
+  // certain: stdout is a pipe whose read end is closed before the start.
+  rh::test::TempDir dir;
+  const std::string err_path = (dir / "err").string();
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  close(fds[0]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // The test's own SIGPIPE disposition (default, or ignored) must not decide it.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t default_signals;
+  sigemptyset(&default_signals);
+  sigaddset(&default_signals, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &default_signals);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  std::vector<std::string> args = {RH_RUNNER_HOST, "--nproc-per-node", "2", "--version"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // This environment less what would make runner-host a launched worker.
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    if (name != "RH_LAUNCHED" && name != "RANK" && name != "WORLD_SIZE") envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, RH_RUNNER_HOST, &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(fds[1]);
+  ASSERT_EQ(spawned, 0);
+  int status = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() >= until) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL() << "runner-host did not end within 30 s";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string err = rh::test::read_file(dir / "err");
+  ASSERT_TRUE(WIFEXITED(status)) << "runner-host was killed by signal " << WTERMSIG(status) << "\n"
+                                 << err;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: stdout closed (Broken pipe)"));
 }
 
 TEST(LaunchCli, ALaunchedWorkerDoesNotLaunchAgain) {

@@ -18,13 +18,16 @@
 #include <sstream>
 #include <thread>
 
+#include "ProcessCallRecorder.hpp"
 #include "common/TestUtil.hpp"
 #include "launch/Launcher.hpp"
 
 namespace fs = std::filesystem;
 using rh::launch::launch;
 using rh::launch::LaunchOptions;
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Not;
 using Clock = std::chrono::steady_clock;
 
@@ -140,10 +143,11 @@ class LauncherTest : public ::testing::Test {
   }
 
   // Starts the launcher in a child process (so that it can be signalled or
-  // killed); its exit code is launch()'s.
+  // killed); its exit code is launch()'s. Its stdout goes to the file "out",
+  // or to stdout_fd when one is given (closed here once the child has it).
   pid_t start_launcher_process(LaunchOptions o, const std::vector<std::string>& script,
-                               const std::function<void()>& before = {}) {
-    o.stdout_fd = open_output("out");
+                               const std::function<void()>& before = {}, int stdout_fd = -1) {
+    o.stdout_fd = stdout_fd >= 0 ? stdout_fd : open_output("out");
     o.stderr_fd = open_output("err");
     const std::vector<std::string> argv = worker(script);
     const pid_t pid = fork();
@@ -184,6 +188,17 @@ class LauncherTest : public ::testing::Test {
 
   void expect_all_gone(const std::string& stem = "pid.") const {
     for (pid_t pid : pids(stem)) EXPECT_TRUE(gone(pid)) << "process " << pid << " is left";
+  }
+
+  // Waits until the launcher's stderr (the file "err") contains `text`.
+  bool wait_for_err(const std::string& text) const {
+    return wait_until(
+        [&] { return rh::test::read_file(dir / "err").find(text) != std::string::npos; }, 10);
+  }
+
+  void reset_pid_dir() const {
+    fs::remove_all(pid_dir);
+    fs::create_directories(pid_dir);
   }
 };
 
@@ -304,13 +319,19 @@ TEST_F(LauncherTest, AWorkerThatCannotStartFailsTheLaunch) {
 }
 
 TEST_F(LauncherTest, SignalsToTheLauncherReachEveryWorker) {
-  for (int sig : {SIGTERM, SIGINT}) {
-    SCOPED_TRACE(sig);
-    fs::remove_all(pid_dir);
-    fs::create_directories(pid_dir);
+  const std::pair<int, const char*> kSignals[] = {{SIGTERM, "SIGTERM"},
+                                                  {SIGINT, "SIGINT"},
+                                                  {SIGQUIT, "SIGQUIT"},
+                                                  {SIGUSR1, "SIGUSR1"},
+                                                  {SIGUSR2, "SIGUSR2"}};
+  for (const auto& [sig, name] : kSignals) {
+    SCOPED_TRACE(name);
+    reset_pid_dir();
     const std::string d = pid_dir.string();
+    // SIGTERM ignored: after SIGUSR1 the first rank to end stops the other
+    // with SIGTERM, which must not overtake that rank's own SIGUSR1.
     const pid_t launcher = start_launcher_process(
-        options(2), {"trap", std::to_string(sig), "pidfile", d, "sleep", "30"});
+        options(2), {"ignore-term", "trap", std::to_string(sig), "pidfile", d, "sleep", "30"});
     ASSERT_TRUE(wait_for_pids(2));
     ASSERT_EQ(kill(launcher, sig), 0);
     auto status = wait_child(launcher, 10);
@@ -321,10 +342,163 @@ TEST_F(LauncherTest, SignalsToTheLauncherReachEveryWorker) {
     const std::string err = rh::test::read_file(dir / "err");
     EXPECT_THAT(out, HasSubstr("[rank 0] got signal " + std::to_string(sig) + "\n")) << err;
     EXPECT_THAT(out, HasSubstr("[rank 1] got signal " + std::to_string(sig) + "\n")) << err;
-    EXPECT_THAT(
-        err, HasSubstr("runner-host launcher: forwarding " +
-                       std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + " to the workers\n"));
+    EXPECT_THAT(err, HasSubstr("runner-host launcher: forwarding " + std::string(name) +
+                               " to the workers"));
     expect_all_gone();
+  }
+}
+
+TEST_F(LauncherTest, SigusrWarnsTheWorkersWithoutStoppingThem) {
+  // SLURM's preemption warning: the workers save a checkpoint and end on their
+  // own. SIGUSR1 starts no grace period (rank 1 outlives it, then fails); the
+  // first rank to end non-zero starts it for the others, with no SIGTERM (a
+  // worker would take it as a second stop signal: end now, checkpoint or not).
+  const std::string d = pid_dir.string();
+  LaunchOptions o = options(2);
+  o.kill_grace_s = 0.2;
+  const pid_t launcher =
+      start_launcher_process(o, {"note", "10", "trap", "15", "pidfile", d, "wait-signal", "10",
+                                 "@1", "sleep", "1", "@1", "exit", "3", "sleep", "30"});
+  ASSERT_TRUE(wait_for_pids(2));
+  const auto t0 = Clock::now();
+  ASSERT_EQ(kill(launcher, SIGUSR1), 0);
+  auto status = wait_child(launcher, 20);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_TRUE(status.has_value()) << "the launcher did not return";
+  ASSERT_TRUE(WIFEXITED(*status));
+  const std::string out = rh::test::read_file(dir / "out");
+  const std::string err = rh::test::read_file(dir / "err");
+  EXPECT_EQ(WEXITSTATUS(*status), 3) << err;
+  EXPECT_THAT(out, HasSubstr("[rank 0] got signal 10\n"));
+  EXPECT_THAT(out, HasSubstr("[rank 1] got signal 10\n"));
+  EXPECT_THAT(out, Not(HasSubstr("got signal 15"))) << "a worker warned by SIGUSR1 got SIGTERM";
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: forwarding SIGUSR1 to the workers\n"));
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: rank 1 exited with code 3\n"));
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: stopping the other ranks (they were sent "
+                             "SIGUSR1: SIGKILL after 0.2 s)\n"));
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: rank 0 still running after 0.2 s: SIGKILL\n"));
+  EXPECT_THAT(err, Not(HasSubstr("rank 1 still running")));
+  EXPECT_GE(seconds, 1);
+  EXPECT_LT(seconds, 15);
+  expect_all_gone();
+}
+
+TEST_F(LauncherTest, AWorkerIgnoringAForwardedSigtermIsKilledAfterTheGrace) {
+  ScopedSubreaper subreaper;  // the workers' orphaned children come to this process
+  const std::string d = pid_dir.string();
+  LaunchOptions o = options(2);
+  o.kill_grace_s = 0.5;
+  const pid_t launcher =
+      start_launcher_process(o, {"ignore-term", "spawn-child", d, "pidfile", d, "sleep", "30"});
+  ASSERT_TRUE(wait_for_pids(2));
+  const auto t0 = Clock::now();
+  ASSERT_EQ(kill(launcher, SIGTERM), 0);
+  auto status = wait_child(launcher, 15);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_TRUE(status.has_value()) << "the launcher waited past the grace period";
+  ASSERT_TRUE(WIFEXITED(*status));
+  const std::string err = rh::test::read_file(dir / "err");
+  EXPECT_EQ(WEXITSTATUS(*status), 128 + SIGKILL) << err;
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: forwarding SIGTERM to the workers (SIGKILL "
+                             "to those left after 0.5 s; Ctrl-C again to kill them now)\n"));
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: rank 0 still running after 0.5 s: SIGKILL\n"));
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: rank 1 still running after 0.5 s: SIGKILL\n"));
+  EXPECT_GE(seconds, 0.5);
+  EXPECT_LT(seconds, 15);
+  expect_all_gone();
+  // What the workers started (ignoring SIGTERM too) went with them.
+  const std::vector<pid_t> children = pids("child.");
+  ASSERT_EQ(children.size(), 2u);
+  for (pid_t child : children) {
+    auto child_status = wait_child(child, 5);
+    ASSERT_TRUE(child_status.has_value()) << "a worker's child survived";
+    EXPECT_TRUE(WIFSIGNALED(*child_status) && WTERMSIG(*child_status) == SIGKILL);
+  }
+}
+
+TEST_F(LauncherTest, ASecondSigintKillsTheWorkersAtOnce) {
+  const std::string d = pid_dir.string();
+  LaunchOptions o = options(2);
+  o.kill_grace_s = 60;  // far longer than the test may take
+  const pid_t launcher = start_launcher_process(o, {"ignore", "2", "pidfile", d, "sleep", "30"});
+  ASSERT_TRUE(wait_for_pids(2));
+  ASSERT_EQ(kill(launcher, SIGINT), 0);
+  // Two signals sent at once may arrive as one: the second after the first was seen.
+  ASSERT_TRUE(wait_for_err("forwarding SIGINT to the workers"));
+  ASSERT_EQ(kill(launcher, SIGINT), 0);
+  auto status = wait_child(launcher, 15);
+  ASSERT_TRUE(status.has_value()) << "a second SIGINT did not stop the workers";
+  ASSERT_TRUE(WIFEXITED(*status));
+  const std::string err = rh::test::read_file(dir / "err");
+  EXPECT_EQ(WEXITSTATUS(*status), 128 + SIGKILL) << err;
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: second SIGINT: SIGKILL to the workers\n"));
+  EXPECT_THAT(err, ::testing::ContainsRegex(
+                       "runner-host launcher: rank [01] killed by signal 9 \\(SIGKILL\\)\n"));
+  expect_all_gone();
+}
+
+TEST_F(LauncherTest, AClosedStdoutDoesNotStopTheRun) {
+  // `runner-host ... | head` once head has exited: writes to stdout fail.
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  close(fds[0]);
+  const std::string d = pid_dir.string();
+  // Each worker writes, then runs to the end of its script: rank 0's pid file
+  // is its last act, rank 1 writes its own and fails once rank 0's is there.
+  const pid_t launcher = start_launcher_process(
+      options(2), {"out",        "one", "long",    "70000", "out", "two",       "err",
+                   "still here", "@0",  "pidfile", d,       "@1",  "wait-pids", d,
+                   "1",          "@1",  "pidfile", d,       "@1",  "exit",      "3"},
+      {}, fds[1]);
+  close(fds[1]);
+  auto status = wait_child(launcher, 15);
+  ASSERT_TRUE(status.has_value()) << "the launcher did not return";
+  ASSERT_TRUE(WIFEXITED(*status)) << "the launcher was killed by signal " << WTERMSIG(*status);
+  const std::string err = rh::test::read_file(dir / "err");
+  EXPECT_EQ(WEXITSTATUS(*status), 3) << err;
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: stdout closed (Broken pipe): the workers' "
+                             "further stdout is dropped\n"));
+  EXPECT_THAT(err, HasSubstr("[rank 0] still here\n"));
+  EXPECT_THAT(err, HasSubstr("[rank 1] still here\n"));
+  EXPECT_THAT(err, HasSubstr("runner-host launcher: rank 1 exited with code 3\n"));
+  EXPECT_EQ(pids().size(), 2u);
+  expect_all_gone();
+}
+
+TEST_F(LauncherTest, WorkersStartWithTheDefaultDispositions) {
+  // The launcher ignores SIGPIPE and handles the signals it forwards; none of
+  // that may reach the workers (a worker ignoring SIGPIPE would spin on EPIPE).
+  LaunchRun r = run(options(1), {"dispositions"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* name :
+       {"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGPIPE"})
+    EXPECT_THAT(r.out, HasSubstr("[rank 0] " + std::string(name) + "=default\n"));
+}
+
+TEST_F(LauncherTest, AGroupIsKilledBeforeItsLeaderIsReaped) {
+  ScopedSubreaper subreaper;  // the workers' orphaned children come to this process
+  const std::string d = pid_dir.string();
+  LaunchRun r;
+  std::vector<std::string> late;
+  std::vector<pid_t> groups;
+  {
+    rh::test::RecordProcessCalls record;
+    // Rank 1 fails, rank 0 is stopped: both end with a child left in their group.
+    r = run(options(2), {"spawn-child", d, "pidfile", d, "@1", "wait-pids", d, "2", "@1", "exit",
+                         "3", "sleep", "30"});
+    late = record.signals_after_reaping();
+    groups = record.groups_signalled();
+  }
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_THAT(late, IsEmpty()) << "a reaped worker's id was signalled (it may have been reused)";
+  const std::vector<pid_t> workers = pids();
+  ASSERT_EQ(workers.size(), 2u);
+  for (pid_t pid : workers) EXPECT_THAT(groups, Contains(pid)) << "group " << pid << " not killed";
+  // Rank 0's child goes with the SIGTERM to its group, rank 1's with the SIGKILL.
+  for (pid_t child : pids("child.")) {
+    auto status = wait_child(child, 5);
+    ASSERT_TRUE(status.has_value()) << "a worker's child survived";
+    EXPECT_TRUE(WIFSIGNALED(*status));
   }
 }
 
@@ -376,13 +550,16 @@ TEST_F(LauncherTest, WhatAWorkerLeavesBehindIsKilled) {
 }
 
 TEST_F(LauncherTest, SignalHandlingIsRestoredAfterwards) {
-  struct sigaction before {};
-  sigaction(SIGTERM, nullptr, &before);
+  const int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE};
+  struct sigaction before[NSIG] {};
+  for (int sig : kSignals) sigaction(sig, nullptr, &before[sig]);
   LaunchRun r = run(options(1), {"out", "x"});
   ASSERT_EQ(r.code, 0);
-  struct sigaction after {};
-  sigaction(SIGTERM, nullptr, &after);
-  EXPECT_EQ(before.sa_handler, after.sa_handler);
+  for (int sig : kSignals) {
+    struct sigaction after {};
+    sigaction(sig, nullptr, &after);
+    EXPECT_EQ(before[sig].sa_handler, after.sa_handler) << "signal " << sig;
+  }
 }
 
 TEST_F(LauncherTest, BadOptionsStartNothing) {

@@ -13,7 +13,12 @@
 //   exit C          exit with code C
 //   signal S        die by signal S
 //   ignore-term     ignore SIGTERM
+//   ignore S        ignore signal S
 //   trap S          on signal S print "got signal S" and exit with 128 + S
+//   note S          on signal S print "got signal S" and carry on
+//   wait-signal S   wait until signal S was noted (10 s at most; exit 101 then)
+//   dispositions    print SIGNAME=default|ignored|handled for the signals the
+//                   launcher handles (what this process started with)
 //   kill-launcher S send signal S to the parent (the launcher)
 // and exits with 0 at the end.
 #include <signal.h>
@@ -26,6 +31,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace {
 
@@ -42,6 +48,17 @@ void on_trapped(int sig) {
   _exit(128 + sig);
 }
 
+// The signals `note` saw, set from the handler.
+volatile sig_atomic_t g_noted[NSIG] = {};
+
+void on_noted(int sig) {
+  char line[32];
+  const int n = std::snprintf(line, sizeof(line), "got signal %d\n", sig);
+  ssize_t written = write(STDOUT_FILENO, line, static_cast<size_t>(n));
+  (void)written;
+  g_noted[sig] = 1;
+}
+
 void write_pid(const std::string& path, pid_t pid) {
   const std::string tmp = path + ".tmp";
   std::ofstream(tmp) << pid << "\n";
@@ -55,7 +72,7 @@ bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 namespace {
 
 int arity(const std::string& cmd) {
-  if (cmd == "env" || cmd == "ignore-term") return 0;
+  if (cmd == "env" || cmd == "ignore-term" || cmd == "dispositions") return 0;
   if (cmd == "wait-pids") return 2;
   return 1;
 }
@@ -127,8 +144,41 @@ int main(int argc, char** argv) {
       raise(sig);
     } else if (cmd == "ignore-term") {
       signal(SIGTERM, SIG_IGN);
+    } else if (cmd == "ignore") {
+      signal(std::stoi(arg()), SIG_IGN);
     } else if (cmd == "trap") {
       signal(std::stoi(arg()), on_trapped);
+    } else if (cmd == "note" || cmd == "wait-signal") {
+      const int sig = std::stoi(arg());
+      if (sig <= 0 || sig >= NSIG) {
+        std::fprintf(stderr, "test worker: %s: no signal %d\n", cmd.c_str(), sig);
+        return 100;
+      }
+      if (cmd == "note") {
+        signal(sig, on_noted);
+        continue;
+      }
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (g_noted[sig] == 0) {
+        if (std::chrono::steady_clock::now() >= until) {
+          std::fprintf(stderr, "test worker: no signal %d within 10 s\n", sig);
+          return 101;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    } else if (cmd == "dispositions") {
+      const std::pair<int, const char*> kSignals[] = {
+          {SIGINT, "SIGINT"},   {SIGTERM, "SIGTERM"}, {SIGHUP, "SIGHUP"},   {SIGQUIT, "SIGQUIT"},
+          {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"}, {SIGCHLD, "SIGCHLD"}, {SIGPIPE, "SIGPIPE"}};
+      for (const auto& [sig, name] : kSignals) {
+        struct sigaction sa {};
+        sigaction(sig, nullptr, &sa);
+        const char* what = sa.sa_handler == SIG_DFL   ? "default"
+                           : sa.sa_handler == SIG_IGN ? "ignored"
+                                                      : "handled";
+        std::printf("%s=%s\n", name, what);
+      }
+      std::fflush(stdout);
     } else if (cmd == "kill-launcher") {
       kill(getppid(), std::stoi(arg()));
     } else {

@@ -135,4 +135,76 @@ TEST_F(HostApiTest, StateDictCopiesStridedTensorsAndBytes) {
               HasSubstr("host-memory tensors"));
 }
 
+// A plugin's tensor description is checked before anything is allocated or
+// copied: a shape whose byte size overflows would otherwise allocate a short
+// buffer and copy past it.
+TEST_F(HostApiTest, StateDictRefusesBadTensorShapes) {
+  float data[4] = {1, 2, 3, 4};
+  struct Case {
+    std::vector<int64_t> shape;
+    int32_t ndim;  // -1: shape.size()
+    DLDataType dtype;
+    std::string message;
+  };
+  const int64_t big = int64_t{1} << 62;
+  const std::vector<Case> cases = {
+      {{big, big}, -1, {kDLFloat, 32, 1}, "the element count of its shape overflows"},
+      {{big, 4}, -1, {kDLFloat, 32, 1}, "the element count of its shape overflows"},
+      {{int64_t{1} << 61, 1},
+       -1,
+       {kDLFloat, 64, 1},
+       "its size in bytes (2305843009213693952 elements of 8 bytes) overflows"},
+      {{int64_t{1} << 62},
+       -1,
+       {kDLFloat, 32, 1},
+       "its size in bytes (4611686018427387904 elements of 4 bytes) overflows"},
+      {{2, -3}, -1, {kDLFloat, 32, 1}, "dimension 1 is -3"},
+      {{2},
+       -1,
+       {kDLFloat, 4, 1},
+       "dtype has 4 bits and 1 lanes; only whole bytes per element can be stored"},
+      {{2},
+       -1,
+       {kDLFloat, 32, 0},
+       "dtype has 32 bits and 0 lanes; only whole bytes per element can be stored"},
+      {std::vector<int64_t>(65, 1), -1, {kDLFloat, 32, 1}, "ndim is 65, expected 0..64"},
+      {{2}, -1, {kDLFloat, 32, 1}, ""},  // fine (a control)
+      {{2}, 1 << 30, {kDLFloat, 32, 1}, "ndim is 1073741824, expected 0..64"},
+      {{2}, -5, {kDLFloat, 32, 1}, "ndim is -5, expected 0..64"},
+  };
+  rh_StateDict dict;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    std::vector<int64_t> shape = c.shape;
+    DLManagedTensor t{};
+    const int32_t ndim = c.ndim == -1 ? static_cast<int32_t>(shape.size()) : c.ndim;
+    t.dl_tensor = DLTensor{data, {kDLCPU, 0}, ndim, c.dtype, shape.data(), nullptr, 0};
+    rh_Error* e = api->StateDict_PutTensor(&dict, "w", 1, &t);
+    if (c.message.empty()) {
+      EXPECT_EQ(e, nullptr);
+      continue;
+    }
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(api->Error_Code(e), RH_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message(e), "StateDict_PutTensor: tensor 'w': " + c.message);
+  }
+  // The refused puts left the good entry as it was.
+  const DLManagedTensor* out = nullptr;
+  ASSERT_EQ(api->StateDict_GetTensor(&dict, "w", 1, &out), nullptr);
+  EXPECT_EQ(out->dl_tensor.ndim, 1);
+  EXPECT_EQ(out->dl_tensor.shape[0], 2);
+
+  DLManagedTensor no_shape{};
+  no_shape.dl_tensor = DLTensor{data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, nullptr, nullptr, 0};
+  EXPECT_EQ(message(api->StateDict_PutTensor(&dict, "v", 1, &no_shape)),
+            "StateDict_PutTensor: tensor 'v': shape is NULL");
+  int64_t two[1] = {2};
+  DLManagedTensor no_data{};
+  no_data.dl_tensor = DLTensor{nullptr, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, two, nullptr, 0};
+  EXPECT_EQ(message(api->StateDict_PutTensor(&dict, "v", 1, &no_data)),
+            "StateDict_PutTensor: tensor 'v': data is NULL");
+  EXPECT_EQ(message(api->StateDict_PutTensor(&dict, nullptr, 3, &no_data)),
+            "StateDict_PutTensor: NULL argument");
+}
+
 }  // namespace

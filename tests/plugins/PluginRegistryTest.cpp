@@ -2,6 +2,11 @@
 // exercised with the ABI test plugins of tests/abi/plugins.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <sstream>
 
 #include "common/TestUtil.hpp"
 #include "config/JobLoader.hpp"
@@ -14,6 +19,7 @@
 namespace fs = std::filesystem;
 using namespace rh::host;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -21,6 +27,65 @@ const NativeTag kHostTag{"1.13.0", "cpu", 1};
 
 fs::path test_plugin(const std::string& name) {
   return fs::path(RH_TEST_PLUGIN_DIR) / ("lib" + name + ".so");
+}
+
+// The library of the constructor-marker plugin (tests/plugins/constructor_marker.c).
+fs::path marker_plugin() { return test_plugin("rh_test_constructor_marker"); }
+
+// Captures what the host logs (spdlog's default logger) while it lives.
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>(
+        "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_));
+    logger->set_pattern("[%l] %v");
+    logger->set_level(spdlog::level::trace);
+    spdlog::set_default_logger(logger);
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+// Points RH_TEST_CONSTRUCTOR_MARKER at `path` while it lives.
+class MarkerEnv {
+ public:
+  explicit MarkerEnv(const fs::path& path) {
+    setenv("RH_TEST_CONSTRUCTOR_MARKER", path.c_str(), 1);
+  }
+  ~MarkerEnv() { unsetenv("RH_TEST_CONSTRUCTOR_MARKER"); }
+  MarkerEnv(const MarkerEnv&) = delete;
+  MarkerEnv& operator=(const MarkerEnv&) = delete;
+};
+
+// Changes the current directory while it lives.
+class CurrentDir {
+ public:
+  explicit CurrentDir(const fs::path& dir) : previous_(fs::current_path()) {
+    fs::current_path(dir);
+  }
+  ~CurrentDir() { fs::current_path(previous_); }
+  CurrentDir(const CurrentDir&) = delete;
+  CurrentDir& operator=(const CurrentDir&) = delete;
+
+ private:
+  fs::path previous_;
+};
+
+// The message of the HostError `fn` throws, or "(no error)".
+template <class Fn>
+std::string host_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const HostError& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 // The message of the refusal load() throws.
@@ -145,7 +210,7 @@ TEST_F(PluginRegistryTest, ScanRecordsRefusalsAndKeepsTheOthers) {
   dir.write("plugins/README.txt", "not a library: ignored");
   registry.scan({{dir / "plugins", "--plugin-path"}, {dir / "missing", "RH_PLUGIN_PATH"}});
   ASSERT_EQ(registry.plugins().size(), 1u);
-  EXPECT_NE(registry.find(RH_COMPONENT_HOOK, "golden_v1"), nullptr);
+  EXPECT_EQ(registry.plugins()[0]->components.at(0).type_name, "golden_v1");
   ASSERT_EQ(registry.refused().size(), 2u);
   EXPECT_EQ(registry.refused()[0].path.filename(), "libbroken.so");
   EXPECT_THAT(registry.refused()[1].reason, HasSubstr("ABI 2.0"));
@@ -214,15 +279,216 @@ TEST_F(PluginRegistryTest, ExplicitPluginMustProvideTheType) {
   EXPECT_THAT(msg, HasSubstr("strategy 'helper_strategy'"));
 }
 
-TEST_F(PluginRegistryTest, UnknownTypeListsChoicesAndSearchPath) {
-  registry.scan({{fs::path(RH_PLUGIN_OUTPUT_DIR), "install"}});
+TEST_F(PluginRegistryTest, UnknownTypeListsChoicesFromFileNamesWithoutOpeningAny) {
+  registry.set_search_path({{fs::path(RH_PLUGIN_OUTPUT_DIR), "install"}});
   std::string msg = create_hook_error("{type: trac}");
   EXPECT_THAT(msg, HasSubstr("no hook plugin provides type 'trac' (did you mean 'trace'?)"));
+  EXPECT_THAT(msg, HasSubstr("the search path finds a library by its file name, "
+                             "librh_hook_trac.so (or name the library with plugin:)"));
   EXPECT_THAT(msg, HasSubstr("searched: install " + fs::path(RH_PLUGIN_OUTPUT_DIR).string()));
+  EXPECT_TRUE(registry.plugins().empty()) << "a lookup by type opened a library it did not need";
+}
+
+TEST_F(PluginRegistryTest, FileNamesFollowTheShippedPlugins) {
+  EXPECT_EQ(plugin_file_name(RH_COMPONENT_HOOK, "trace"), "librh_hook_trace.so");
+  EXPECT_EQ(plugin_file_name(RH_COMPONENT_STRATEGY, "ddp"), "librh_strategy_ddp.so");
+  EXPECT_EQ(plugin_file_name(RH_COMPONENT_CHECKPOINT_IO, "safetensors"),
+            "librh_ckpt_io_safetensors.so");
+  // Every shipped component is reachable under that name.
+  registry.set_search_path({{fs::path(RH_PLUGIN_OUTPUT_DIR), "install"}});
+  for (const auto& [kind, type] : std::vector<std::pair<rh_ComponentKind, std::string>>{
+           {RH_COMPONENT_HOOK, "trace"},
+           {RH_COMPONENT_HOOK, "logger"},
+           {RH_COMPONENT_HOOK, "metrics"},
+           {RH_COMPONENT_HOOK, "checkpoint"},
+           {RH_COMPONENT_STRATEGY, "single"},
+           {RH_COMPONENT_STRATEGY, "ddp"},
+           {RH_COMPONENT_CHECKPOINT_IO, "safetensors"}})
+    EXPECT_NE(registry.find(kind, type), nullptr) << kind_name(kind) << " " << type;
+}
+
+TEST_F(PluginRegistryTest, AJobOpensOnlyTheLibrariesOfTheTypesItUses) {
+  MarkerEnv marker(dir / "marker.txt");
+  fs::create_directories(dir / "plugins");
+  fs::copy_file(marker_plugin(), dir / "plugins/librh_hook_marker.so");
+  fs::copy_file(test_plugin("rh_test_golden_v1"), dir / "plugins/librh_hook_golden_v1.so");
+  dir.write("plugins/libbroken.so", "not a library");
+  dir.write("plugins/librh_hook_broken.so", "not a library either");
+  registry.set_search_path({{dir / "plugins", "--plugin-path"}});
+
+  auto hook = create_hook("{type: golden_v1}");
+  EXPECT_FALSE(fs::exists(dir / "marker.txt")) << "the unused marker plugin was opened";
+  ASSERT_EQ(registry.plugins().size(), 1u);
+  EXPECT_EQ(registry.plugins()[0]->path, fs::canonical(dir / "plugins/librh_hook_golden_v1.so"));
+  EXPECT_TRUE(registry.refused().empty());
+
+  // Using it opens it.
+  auto marker_hook = create_hook("{type: marker}");
+  EXPECT_EQ(rh::test::read_file(dir / "marker.txt"), "constructor ran\n");
+}
+
+TEST_F(PluginRegistryTest, ScanForListPluginsOpensEveryLibrary) {
+  MarkerEnv marker(dir / "marker.txt");
+  fs::create_directories(dir / "plugins");
+  fs::copy_file(marker_plugin(), dir / "plugins/librh_hook_marker.so");
+  dir.write("plugins/librh_hook_broken.so", "not a library");
+  registry.scan({{dir / "plugins", "--plugin-path"}});
+  EXPECT_EQ(rh::test::read_file(dir / "marker.txt"), "constructor ran\n");
+  ASSERT_EQ(registry.plugins().size(), 1u);
+  ASSERT_EQ(registry.refused().size(), 1u);
+  EXPECT_THAT(registry.refused()[0].reason, HasSubstr("cannot load the shared library"));
+}
+
+TEST_F(PluginRegistryTest, ALibraryNamedForATypeThatCannotLoadIsAnErrorNamingTheFile) {
+  fs::create_directories(dir / "plugins");
+  dir.write("plugins/librh_hook_broken.so", "not a library");
+  registry.set_search_path({{dir / "plugins", "--plugin-path"}});
+  std::string msg = create_hook_error("{type: broken}");
+  EXPECT_THAT(msg, HasSubstr("job.yaml:3:"));
+  EXPECT_THAT(msg, HasSubstr("hooks.0.type: hook 'broken': cannot use " +
+                             (dir / "plugins/librh_hook_broken.so").string() +
+                             " (--plugin-path): cannot load the shared library"));
+}
+
+TEST_F(PluginRegistryTest, ALibraryNamedForATypeMustProvideIt) {
+  fs::create_directories(dir / "plugins");
+  fs::copy_file(test_plugin("rh_test_golden_v1"), dir / "plugins/librh_hook_marker.so");
+  registry.set_search_path({{dir / "plugins", "RH_PLUGIN_PATH"}});
+  EXPECT_THAT(host_error([&] { registry.find(RH_COMPONENT_HOOK, "marker"); }),
+              HasSubstr((dir / "plugins/librh_hook_marker.so").string() +
+                        " (RH_PLUGIN_PATH) is named for hook 'marker' but provides no hook "
+                        "'marker' (it provides hook 'golden_v1')"));
+  // The same through the factory: a config error at the type.
+  EXPECT_THAT(create_hook_error("{type: marker}"), HasSubstr("hooks.0.type: "));
+}
+
+TEST_F(PluginRegistryTest, ATypeThatCannotBeAFileNameIsRefused) {
+  registry.set_search_path({{dir.path(), "--plugin-path"}});
+  EXPECT_THAT(host_error([&] { registry.find(RH_COMPONENT_HOOK, "../plugins/x"); }),
+              HasSubstr("hook '../plugins/x': not a valid type name"));
+}
+
+TEST_F(PluginRegistryTest, TheFirstInSearchOrderWinsAndTheShadowedOneIsNamedOnce) {
+  MarkerEnv marker(dir / "marker.txt");
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  fs::copy_file(marker_plugin(), dir / "a/librh_hook_marker.so");
+  fs::copy_file(marker_plugin(), dir / "b/librh_hook_marker.so");
+  registry.set_search_path({{dir / "a", "--plugin-path"}, {dir / "b", "RH_PLUGIN_PATH"}});
+  LogCapture log;
+  const Component* c = registry.find(RH_COMPONENT_HOOK, "marker");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->plugin->path, fs::canonical(dir / "a/librh_hook_marker.so"));
+  EXPECT_EQ(registry.plugins().size(), 1u) << "the shadowed library was opened";
+  EXPECT_EQ(rh::test::read_file(dir / "marker.txt"), "constructor ran\n");
+  const std::string warning =
+      "[warning] hook 'marker' is provided by " + (dir / "a/librh_hook_marker.so").string() +
+      " (--plugin-path) and by " + (dir / "b/librh_hook_marker.so").string() +
+      " (RH_PLUGIN_PATH), not loaded: using the first in search order";
+  EXPECT_THAT(log.text(), HasSubstr(warning));
+  registry.find(RH_COMPONENT_HOOK, "marker");
+  EXPECT_EQ(log.text().find(warning), log.text().rfind(warning)) << "warned twice:\n" << log.text();
+}
+
+TEST_F(PluginRegistryTest, TheSameDirectoryTwiceOnThePathIsNoDuplicate) {
+  fs::create_directories(dir / "a");
+  fs::copy_file(marker_plugin(), dir / "a/librh_hook_marker.so");
+  registry.set_search_path({{dir / "a", "--plugin-path"}, {dir / "a/.", "RH_PLUGIN_PATH"}});
+  LogCapture log;
+  ASSERT_NE(registry.find(RH_COMPONENT_HOOK, "marker"), nullptr);
+  EXPECT_THAT(log.text(), Not(HasSubstr("is provided by")));
+}
+
+TEST_F(PluginRegistryTest, AnExplicitPluginBeatsTheSearchPathWhateverTheJobOrder) {
+  fs::create_directories(dir / "plugins");
+  fs::copy_file(test_plugin("rh_test_golden_v1"), dir / "plugins/librh_hook_golden_v1.so");
+  registry.set_search_path({{dir / "plugins", "install"}});
+  // The component without plugin: comes first in the job.
+  fs::path job =
+      dir.write("job.yaml", "model: {type: mlp}\nhooks:\n  - {type: golden_v1}\n  - " +
+                                ("{type: golden_v1, " + plugin_key("rh_test_golden_v1")) + "}\n");
+  job_ = rh::config::load_job(job.string(), {});
+  ComponentFactory factory(registry, services, dir.path(), (dir / "work").string());
+  LogCapture log;
+  factory.load_explicit_plugins(*job_.root);
+  const auto& items = job_.root->find("hooks")->seq_items();
+  auto plain = factory.create_hook(*items.at(0));
+  auto named = factory.create_hook(*items.at(1));
+  const std::string explicit_path = fs::canonical(test_plugin("rh_test_golden_v1")).string();
+  EXPECT_THAT(plain->what(), HasSubstr(explicit_path));
+  EXPECT_THAT(named->what(), HasSubstr(explicit_path));
+  EXPECT_EQ(registry.plugins().size(), 1u) << "the search path's copy was opened";
+  EXPECT_THAT(log.text(),
+              HasSubstr("[warning] hook 'golden_v1' is provided by " + explicit_path +
+                        " (plugin:) and by " + (dir / "plugins/librh_hook_golden_v1.so").string() +
+                        " (install): a component naming a library with plugin: uses "
+                        "that one; `type: golden_v1` alone gets the first, named by "
+                        "plugin: in the job"));
+}
+
+TEST_F(PluginRegistryTest, ListingWarnsAboutATypeSeveralLibrariesProvide) {
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  fs::copy_file(test_plugin("rh_test_golden_v1"), dir / "a/librh_test_golden_v1.so");
+  fs::copy_file(test_plugin("rh_test_golden_v1"), dir / "b/librh_hook_golden_v1.so");
+  LogCapture log;
+  registry.scan({{dir / "a", "--plugin-path"}, {dir / "b", "install"}});
+  EXPECT_EQ(registry.plugins().size(), 2u);
+  EXPECT_THAT(log.text(),
+              HasSubstr("[warning] hook 'golden_v1' is provided by " +
+                        (dir / "a/librh_test_golden_v1.so").string() + " (--plugin-path) and by " +
+                        (dir / "b/librh_hook_golden_v1.so").string() +
+                        " (install): a job's `type: golden_v1` gets " +
+                        (dir / "b/librh_hook_golden_v1.so").string() +
+                        " (install), the first librh_hook_golden_v1.so in search order"));
+}
+
+TEST_F(PluginRegistryTest, RelativeSearchPathEntryResolvesAgainstTheJobFileNotTheCwd) {
+  // The job and its plugins live in jobs/; the host runs from elsewhere/,
+  // which holds a decoy that must not be found.
+  MarkerEnv marker(dir / "marker.txt");
+  fs::create_directories(dir / "jobs/plugins");
+  fs::create_directories(dir / "elsewhere");
+  fs::copy_file(marker_plugin(), dir / "jobs/librh_hook_marker.so");
+  fs::copy_file(test_plugin("rh_test_golden_v1"), dir / "elsewhere/librh_hook_marker.so");
+  CurrentDir cwd(dir / "elsewhere");
+  LogCapture log;
+  auto dirs = plugin_search_dirs({"."}, "plugins:/abs/dir", "", dir / "jobs");
+  ASSERT_EQ(dirs.size(), 3u);
+  EXPECT_EQ(dirs[0].dir, dir / "jobs");
+  EXPECT_EQ(dirs[0].origin, "--plugin-path");
+  EXPECT_EQ(dirs[1].dir, dir / "jobs/plugins");
+  EXPECT_EQ(dirs[1].origin, "RH_PLUGIN_PATH");
+  EXPECT_EQ(dirs[2].dir, "/abs/dir");
+  EXPECT_THAT(log.text(), HasSubstr("[info] plugin search directory " + (dir / "jobs").string() +
+                                    " (--plugin-path entry '.', relative to the job file's "
+                                    "directory)"));
+  EXPECT_THAT(log.text(),
+              HasSubstr("[info] plugin search directory " + (dir / "jobs/plugins").string() +
+                        " (RH_PLUGIN_PATH entry 'plugins', relative to the job file's directory)"));
+  registry.set_search_path(dirs);
+  const Component* c = registry.find(RH_COMPONENT_HOOK, "marker");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->plugin->path, fs::canonical(dir / "jobs/librh_hook_marker.so"));
+}
+
+TEST(SearchPathTest, RelativeEntryWithoutAJobFileIsRefused) {
+  EXPECT_THAT(host_error([] {
+                plugin_search_dirs({"/abs", "."}, nullptr, "", std::nullopt);
+              }),
+              HasSubstr("--plugin-path entry '.' is a relative directory and there is no job file "
+                        "to resolve it against"));
+  EXPECT_THAT(
+      host_error([] { plugin_search_dirs({}, "/abs:my/plugins", "", std::nullopt); }),
+      HasSubstr("RH_PLUGIN_PATH entry 'my/plugins' is a relative directory and there is no job "
+                "file to resolve it against (relative plugin directories are relative to the job "
+                "file's directory, never the current directory): give an absolute path"));
+  // Absolute entries need no job file.
+  EXPECT_EQ(plugin_search_dirs({"/abs"}, "/env", "", std::nullopt).size(), 2u);
 }
 
 TEST(SearchPathTest, OrderIsCliThenEnvThenInstallAndEmptyEntriesAreSkipped) {
-  auto dirs = plugin_search_dirs({"/a", ""}, "/b::/c:", "/opt/rh/bin/runner-host");
+  auto dirs = plugin_search_dirs({"/a", ""}, "/b::/c:", "/opt/rh/bin/runner-host", std::nullopt);
   ASSERT_EQ(dirs.size(), 4u);
   EXPECT_EQ(dirs[0].dir, "/a");
   EXPECT_EQ(dirs[0].origin, "--plugin-path");

@@ -817,5 +817,73 @@ TEST_F(SafetensorsTest, SaveRefusesWhatItCannotWriteAndWritesNothing) {
                            ": cannot create: No such file or directory");
 }
 
+// ---- Limits ---------------------------------------------------------------------
+
+TEST_F(SafetensorsTest, SaveRefusesAHeaderOverTheReadersLimit) {
+  // One empty tensor with a 50 MB name: the name is in the header twice (the
+  // tensor and its checksum entry), so the header passes 100 MB while the
+  // data is 0 bytes.
+  rh_StateDict dict;
+  put<float>(dict, std::string(50'000'001, 'n'), {kDLFloat, 32, 1}, {0}, {});
+  Result r = save(dict);
+  EXPECT_EQ(r.code, RH_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(r.message, StartsWith("safetensors: " + file().string() + ": the header would be "));
+  EXPECT_THAT(r.message, HasSubstr(" bytes, over the limit of 100000000 bytes that safetensors "
+                                   "readers enforce (1 tensors; too many or too long names)"));
+  EXPECT_TRUE(fs::is_empty(dir()));
+}
+
+// Entries the host's StateDict_PutTensor now refuses, planted directly: the
+// plugin checks what it is handed, whatever the host.
+TEST_F(SafetensorsTest, SaveRefusesShapesWhoseSizeOverflows) {
+  struct Case {
+    std::vector<int64_t> shape;
+    DLDataType dtype;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{int64_t{1} << 62, 8},
+       {kDLFloat, 32, 1},
+       "safetensors: tensor 'w' has shape F32 [4611686018427387904, 8]..., whose element count "
+       "overflows"},
+      {{int64_t{1} << 61},
+       {kDLFloat, 64, 1},
+       "safetensors: tensor 'w' F64 [2305843009213693952] is too large: its size in bytes "
+       "overflows"},
+      {std::vector<int64_t>(65, 1),
+       {kDLFloat, 32, 1},
+       "safetensors: tensor 'w' has 65 dimensions (0..64 can be written)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    rh_StateDict dict;
+    rh_StateDict::Entry& e = dict.entries["w"];
+    e.is_tensor = true;
+    e.dtype = c.dtype;
+    e.shape = c.shape;
+    e.bytes.resize(16);
+    Result r = save(dict);
+    EXPECT_EQ(r.code, RH_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(r.message, c.message);
+    EXPECT_TRUE(fs::is_empty(dir()));
+  }
+}
+
+TEST_F(SafetensorsTest, ReadRefusesMoreThan64Dimensions) {
+  auto header_with_dims = [](size_t n) {
+    std::string shape;
+    for (size_t i = 0; i < n; ++i) shape += (i ? "," : "") + std::string("1");
+    std::string h =
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [" + shape + "], \"data_offsets\": [0, 4]}}";
+    h.append((8 - h.size() % 8) % 8, ' ');
+    return h;
+  };
+  write_bytes(file(), file_of(header_with_dims(64), std::string(4, '\0')));
+  rh_StateDict dict;
+  EXPECT_EQ(load(dict).message, "");
+  write_bytes(file(), file_of(header_with_dims(65), std::string(4, '\0')));
+  expect_damage("tensor 'w': shape has 65 dimensions, more than the 64 this reader accepts");
+}
+
 }  // namespace
 }  // namespace rh::test

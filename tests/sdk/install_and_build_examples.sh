@@ -71,5 +71,15 @@ for example in hook_cpp hook_c; do
     fail "$example: --list-plugins does not list type '$type' as a hook" "$tmp/$example.list.log"
   fi
   echo "ok   $example: '$type' listed as a hook"
+  # Found by its file name (librh_hook_<type>.so) from the search path, with
+  # no plugin: path in the job.
+  printf 'model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: %s}\n' "$type" \
+    >"$tmp/$example.job.yaml"
+  if ! "$host" --config "$tmp/$example.job.yaml" --dry-run --plugin-path "$bld" \
+    >"$tmp/$example.dry.log" 2>&1; then
+    fail "$example: a job with only 'type: $type' and --plugin-path $bld is refused" \
+      "$tmp/$example.dry.log"
+  fi
+  echo "ok   $example: 'type: $type' found on the search path"
 done
 echo "ok   every example builds against the installed SDK and is listed by the host"

@@ -19,7 +19,7 @@ cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >"$tmp/con
   fail "configure against the installed SDK" "$tmp/configure.log"
 cmake --build "$tmp/build" >"$tmp/build.log" 2>&1 || fail "build" "$tmp/build.log"
 grep -q "warning:" "$tmp/build.log" && fail "the example has compiler warnings" "$tmp/build.log"
-plugin="$tmp/build/librh_example_local_sgd.so"
+plugin="$tmp/build/librh_strategy_local_sgd.so"
 [[ -f "$plugin" ]] || fail "no $plugin"
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

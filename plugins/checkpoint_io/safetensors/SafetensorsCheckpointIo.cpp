@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -168,15 +169,39 @@ Source tensor_source(const std::string& key, const DLManagedTensor& managed) {
   Source s;
   s.entry.name = key;
   s.entry.dtype = dtype;
+  // The host checks tensors put through the ABI; this plugin checks again so
+  // that a bad description from any host is an error, never a short read.
+  if (t.ndim < 0 || t.ndim > rh::ckpt::kMaxDims) {
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "safetensors: tensor " + quoted(key) + " has " +
+                                                       std::to_string(t.ndim) + " dimensions (0.." +
+                                                       std::to_string(rh::ckpt::kMaxDims) +
+                                                       " can be written)");
+  }
+  if (t.ndim > 0 && t.shape == nullptr)
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                        "safetensors: tensor " + quoted(key) + " has no shape");
   uint64_t numel = 1;
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] < 0)
       throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
                           "safetensors: tensor " + quoted(key) + " has a negative dimension");
     s.entry.shape.push_back(static_cast<uint64_t>(t.shape[i]));
-    numel *= static_cast<uint64_t>(t.shape[i]);
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(t.shape[i]), &numel))
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "safetensors: tensor " + quoted(key) +
+                                                         " has shape " +
+                                                         rh::ckpt::describe(*dtype, s.entry.shape) +
+                                                         "..., whose element count overflows");
   }
-  const uint64_t size = numel * dtype->bytes();
+  uint64_t size = 0;
+  if (__builtin_mul_overflow(numel, dtype->bytes(), &size) ||
+      size > static_cast<uint64_t>(PTRDIFF_MAX))
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                        "safetensors: tensor " + quoted(key) + " " +
+                            rh::ckpt::describe(*dtype, s.entry.shape) +
+                            " is too large: its size in bytes overflows");
+  if (size > 0 && t.data == nullptr)
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                        "safetensors: tensor " + quoted(key) + " has no data");
   s.entry.end = size;  // begin/end are placed later; end - begin is the size
   const auto* base = static_cast<const unsigned char*>(t.data) + t.byte_offset;
   if (size == 0) return s;
@@ -279,12 +304,25 @@ class SafetensorsCheckpointIo {
     for (Source& s : sources) {
       const uint64_t size = s.entry.end;
       s.entry.begin = offset;
-      s.entry.end = offset + size;
-      offset += size;
+      if (__builtin_add_overflow(offset, size, &s.entry.end))
+        throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                            "safetensors: " + paths.file + ": the tensors' total size overflows");
+      offset = s.entry.end;
       if (checksum_) s.entry.crc32 = rh::ckpt::crc32_update(0, s.data, size);
       header.tensors.push_back(s.entry);
     }
-    write_file(paths, rh::ckpt::encode_header(header), sources);
+    // A header that no reader (ours or Hugging Face's) would accept is
+    // refused before anything is written.
+    const std::string encoded = rh::ckpt::encode_header(header);
+    if (encoded.size() > rh::ckpt::kMaxHeaderSize) {
+      throw rh::Exception(
+          RH_ERROR_INVALID_ARGUMENT,
+          "safetensors: " + paths.file + ": the header would be " + std::to_string(encoded.size()) +
+              " bytes, over the limit of " + std::to_string(rh::ckpt::kMaxHeaderSize) +
+              " bytes that safetensors readers enforce (" + std::to_string(header.tensors.size()) +
+              " tensors; too many or too long names)");
+    }
+    write_file(paths, encoded, sources);
   }
 
   void load(const rh_CheckpointFileArgs& args) {

@@ -97,6 +97,9 @@ TensorEntry decode_tensor(const std::string& name, const json::Value& v) {
                         "' is not supported (supported: " + supported_dtypes() + ")");
   }
   if (!shape->is_array()) data_loss(what + ": shape must be an array");
+  if (shape->items().size() > static_cast<size_t>(kMaxDims))
+    data_loss(what + ": shape has " + std::to_string(shape->items().size()) +
+              " dimensions, more than the " + std::to_string(kMaxDims) + " this reader accepts");
   uint64_t numel = 1;
   for (const json::Value& d : shape->items()) {
     if (!d.is_uint64()) data_loss(what + ": shape must hold non-negative integers");

@@ -68,8 +68,11 @@ struct Header {
   bool checksummed = false;  // "checksum": "crc32"
 };
 
-// Largest header this plugin reads (safetensors' own limit).
+// Largest header this plugin reads or writes (safetensors' own limit).
 constexpr uint64_t kMaxHeaderSize = 100'000'000;
+// Most dimensions a tensor may have, read or written (a header listing
+// millions of dimensions would otherwise be accepted and handed on).
+constexpr int kMaxDims = 64;
 
 // The JSON header padded with spaces to a multiple of 8 bytes. Tensor
 // entries follow h.tensors' order; every tensor with a crc32 gets its

@@ -11,20 +11,31 @@
 // summed values need no copy back. Gradient-accumulation steps
 // (BeforeBackward(sync = 0)) do not communicate.
 //
+// The bucket plan is rebuilt once, from the order gradients arrived in the
+// first synchronised step, and saved with the checkpoint (StateExport): a
+// resumed run sums in the same buckets, hence the same order, as the
+// uninterrupted one (with 3+ ranks a ring all-reduce's result depends on the
+// bucket layout).
+//
 // clang-format off
 //   strategy:
 //     type: ddp
 //     bucket_cap_mb: 25               # later buckets
 //     first_bucket_mb: 1              # the first bucket, small so that communication starts early
-//     find_unused_parameters: false   # true: parameters without a gradient are expected (no warning)
-//     broadcast_buffers: true         # rank 0's buffers (batch-norm statistics) after every step
+//     find_unused_parameters: false   # true: parameters may go unused (see before_backward):
+//                                     # one small all-reduce per step finds them; they no longer
+//                                     # hold back later buckets, and keep no gradient where no
+//                                     # rank used them
+//     broadcast_buffers: true         # rank 0's buffers (batch-norm statistics) after every step, one broadcast
 //     device: auto                    # auto (cuda:LOCAL_RANK when LibTorch sees GPUs, else cpu) | cpu | cuda
 // clang-format on
 #include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 #include "GradBucket.hpp"
 #include "rh/cpp/plugin.hpp"
@@ -33,6 +44,14 @@
 namespace {
 
 using rh::ddp::BucketPlan;
+
+// State keys (the runner saves them as "strategy.<key>").
+constexpr const char* kPlanParams = "bucket_plan.params";    // indices, bucket after bucket
+constexpr const char* kPlanLengths = "bucket_plan.lengths";  // parameters per bucket
+// first_bucket_mb and bucket_cap_mb in bytes, and 1 once rebuilt from the
+// observed order (0: still the initial reverse-order plan)
+constexpr const char* kPlanMeta = "bucket_plan.meta";
+constexpr const char* kUnusedEverywhere = "unused_everywhere";  // per parameter, 0/1
 
 size_t megabytes(const rh::Config& cfg, const std::string& key, double fallback) {
   const double mb = cfg.get<double>(key, fallback);
@@ -67,7 +86,13 @@ class DdpStrategy {
     if (cuda && !torch::cuda::is_available())
       throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                           "strategy 'ddp': device cuda asked for, but no GPU is visible");
-    args.device = cuda ? DLDevice{kDLCUDA, args.local_rank} : DLDevice{kDLCPU, 0};
+    // On CUDA: the device the host assigns this rank (its one rule, shared
+    // with the nccl communicator); a 1.2 host did not say, cuda:<local rank>.
+    const bool host_assigns = RH_STRUCT_HAS(&args, rh_SetupEnvArgs, rank_device) &&
+                              args.rank_device.device_type == kDLCUDA;
+    args.device = !cuda          ? DLDevice{kDLCPU, 0}
+                  : host_assigns ? args.rank_device
+                                 : DLDevice{kDLCUDA, args.local_rank};
   }
 
   void wrap(const rh_WrapArgs& args) {
@@ -100,6 +125,10 @@ class DdpStrategy {
     numel_.resize(n, 0);
     shapes_.resize(n);
     seen_.assign(n, 0);
+    predicted_unused_.assign(n, 0);
+    late_.assign(n, 0);
+    bound_.assign(n, 0);
+    unused_everywhere_.assign(n, 0);
     bytes_ = bytes;
     world_size_tensor_ = at::scalar_tensor(static_cast<double>(world_size_), at::kDouble);
     // Gradients become ready roughly in reverse registration order.
@@ -113,10 +142,28 @@ class DdpStrategy {
     in_backward_ = true;
     std::fill(ready_.begin(), ready_.end(), 0);
     std::fill(seen_.begin(), seen_.end(), 0);
+    std::fill(predicted_unused_.begin(), predicted_unused_.end(), 0);
+    std::fill(late_.begin(), late_.end(), 0);
+    std::fill(bound_.begin(), bound_.end(), 0);
     twice_ = -1;
     next_launch_ = 0;
     launched_in_backward_ = 0;
     observed_.clear();
+    if (!sync || !find_unused_) return;
+    // Parameters that no rank had a gradient for in the last step are counted
+    // ready up-front, so that their buckets go out as soon as their used
+    // parameters are ready instead of at the end of backward. PyTorch's
+    // reducer finds unused parameters by walking the autograd graph after
+    // forward; the ABI shows a strategy no graph, so ddp predicts from the
+    // last step and sync_gradients repairs a wrong guess (a gradient that
+    // arrives after its bucket left). Only parameters without a gradient
+    // are predicted: one left by accumulation steps must be in the sum.
+    for (size_t i : trainable_)
+      if (unused_everywhere_[i] && !grad_of(i).defined()) {
+        predicted_unused_[i] = 1;
+        ++ready_[plan_.bucket_of[i]];
+      }
+    launch_ready_buckets();
   }
 
   void sync_gradients(bool sync) {
@@ -133,33 +180,140 @@ class DdpStrategy {
               "checkpointing, before the optimizer step): its bucket was already being reduced; "
               "ddp reduces each gradient once per step (accumulate with accumulative_counts)");
     }
-    // Buckets whose gradients never all arrived (unused parameters) are
-    // reduced too, in order, so every rank issues the same collectives.
-    for (size_t b = next_launch_; b < plan_.buckets.size(); ++b) {
-      if (ready_[b] < plan_.buckets[b].size() && !find_unused_ && !warned_unused_) {
-        warned_unused_ = true;
-        log(RH_LOG_WARN,
-            "some parameters received no gradient in this backward; their gradient is the average "
-            "of the other ranks' (set find_unused_parameters: true to silence this)");
-      }
-    }
+    if (!find_unused_ && !warned_unused_) warn_about_unused_parameters();
+    // Buckets whose gradients never all arrived (unused parameters) go out
+    // now, in order, so every rank issues the same collectives.
     while (next_launch_ < plan_.buckets.size()) launch(next_launch_++);
-    for (size_t b = 0; b < plan_.buckets.size(); ++b) finish(b);
-    // Overlap evidence: buckets whose all-reduce started before backward ended.
-    static const std::string kMetric = "ddp/buckets_launched_in_backward";
-    rh::check(host_, host_->Metric_Put(context_, kMetric.data(), kMetric.size(),
+    if (find_unused_) start_usage_exchange();
+    for (size_t b = 0; b < plan_.buckets.size(); ++b) wait_bucket(b);
+    if (find_unused_) finish_usage_exchange();
+    publish_gradients();
+    // Overlap evidence: buckets whose all-reduce started before backward
+    // ended, out of how many.
+    static const std::string kLaunched = "ddp/buckets_launched_in_backward";
+    static const std::string kBuckets = "ddp/buckets";
+    rh::check(host_, host_->Metric_Put(context_, kLaunched.data(), kLaunched.size(),
                                        static_cast<double>(launched_in_backward_)));
+    rh::check(host_, host_->Metric_Put(context_, kBuckets.data(), kBuckets.size(),
+                                       static_cast<double>(plan_.buckets.size())));
     if (record_order_) rebuild_from_observed_order();
   }
 
+  // Rank 0's buffers to every rank, all in one broadcast: the buffers'
+  // bytes side by side in one byte tensor (a broadcast copies bytes, so
+  // buffers of any dtype share it).
   void after_optimizer_step() {
     if (!broadcast_buffers_) return;
     const size_t n = api_->Model_NumBuffers(model_);
+    if (n == 0) return;
+    std::vector<at::Tensor> buffers;
+    std::vector<std::string> names;
+    int64_t total = 0;
     for (size_t i = 0; i < n; ++i) {
       rh_ParamInfo info{};
       info.struct_size = RH_PARAM_INFO_STRUCT_SIZE;
       rh::check(host_, api_->Model_GetBuffer(model_, i, &info));
-      rh::check(host_, host_->Comm_Broadcast(world_, info.data, 0, nullptr));
+      buffers.push_back(rh::borrow_tensor(info.data));
+      names.emplace_back(info.name.data, info.name.size);
+      if (buffers.back().device() != buffers.front().device())
+        throw rh::Exception(
+            RH_ERROR_UNIMPLEMENTED,
+            "strategy 'ddp': broadcast_buffers needs every buffer on one device; '" +
+                names.front() + "' is on " + buffers.front().device().str() + ", '" + names.back() +
+                "' on " + buffers.back().device().str());
+      total += buffers.back().numel() * static_cast<int64_t>(buffers.back().element_size());
+    }
+    if (!buffer_bytes_.defined() || buffer_bytes_.numel() != total ||
+        buffer_bytes_.device() != buffers.front().device())
+      buffer_bytes_ =
+          at::empty({total}, at::TensorOptions().dtype(at::kByte).device(buffers.front().device()));
+    const bool root = host_->Comm_Rank(world_) == 0;
+    auto each_slice = [&](auto&& fn) {
+      int64_t offset = 0;
+      for (at::Tensor& b : buffers) {
+        const int64_t bytes = b.numel() * static_cast<int64_t>(b.element_size());
+        fn(b, buffer_bytes_.narrow(0, offset, bytes));
+        offset += bytes;
+      }
+    };
+    if (root)
+      each_slice([](const at::Tensor& b, at::Tensor slice) {
+        slice.copy_(b.contiguous().reshape({-1}).view(at::kByte));
+      });
+    DLManagedTensor* dl = rh::export_tensor(buffer_bytes_);
+    rh_Error* err = host_->Comm_Broadcast(world_, dl, 0, nullptr);
+    dl->deleter(dl);
+    rh::check(host_, err);
+    if (!root)
+      each_slice([](at::Tensor& b, const at::Tensor& slice) {
+        b.copy_(slice.view(b.scalar_type()).view(b.sizes()));
+      });
+    // Evidence for the tests: collectives this step spent on buffers.
+    static const std::string kMetric = "ddp/buffer_broadcasts";
+    rh::check(host_, host_->Metric_Put(context_, kMetric.data(), kMetric.size(), 1.0));
+  }
+
+  // The bucket plan, once rebuilt from the observed order: a resumed run
+  // must sum in the same buckets as the uninterrupted one. Also the caps it
+  // was planned with and, with find_unused_parameters, which parameters no
+  // rank had a gradient for in the last step (the next step's prediction).
+  void state_export(rh_StateDict* dict) {
+    std::vector<int64_t> flat, lengths;
+    rh::ddp::flatten_plan(plan_, flat, lengths);
+    put_longs(dict, kPlanParams, flat);
+    put_longs(dict, kPlanLengths, lengths);
+    put_longs(dict, kPlanMeta,
+              {static_cast<int64_t>(first_cap_bytes_), static_cast<int64_t>(cap_bytes_),
+               record_order_ ? 0 : 1});
+    if (find_unused_)
+      put_longs(dict, kUnusedEverywhere,
+                std::vector<int64_t>(unused_everywhere_.begin(), unused_everywhere_.end()));
+  }
+
+  void state_import(const rh_StateDict* dict) {
+    std::vector<int64_t> flat, lengths, meta;
+    if (!get_longs(dict, kPlanParams, flat) || !get_longs(dict, kPlanLengths, lengths) ||
+        !get_longs(dict, kPlanMeta, meta)) {
+      log(RH_LOG_WARN,
+          "strategy 'ddp': the checkpoint has no bucket plan (written by an older runner-host): "
+          "buckets are planned again after the first step, so gradients may be summed in another "
+          "order than in the run that wrote it");
+      return;
+    }
+    if (meta.size() != 3)
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                          "strategy 'ddp': checkpoint entry 'strategy." + std::string(kPlanMeta) +
+                              "' has " + std::to_string(meta.size()) + " values, expected 3");
+    BucketPlan plan;
+    try {
+      plan = rh::ddp::unflatten_plan(flat, lengths, trainable_, numel_.size());
+    } catch (const std::invalid_argument& e) {
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                          "strategy 'ddp': the bucket plan in the checkpoint (strategy." +
+                              std::string(kPlanParams) + ", strategy." + kPlanLengths +
+                              ") does not fit this model: " + e.what());
+    }
+    const bool rebuilt = meta[2] != 0;
+    if (meta[0] != static_cast<int64_t>(first_cap_bytes_) ||
+        meta[1] != static_cast<int64_t>(cap_bytes_)) {
+      log(RH_LOG_WARN,
+          "strategy 'ddp': first_bucket_mb / bucket_cap_mb differ from the checkpoint's: buckets "
+          "are planned again from its gradient order with the new sizes, so gradients are summed "
+          "in another order than in the run that wrote it");
+      std::vector<size_t> order(flat.begin(), flat.end());
+      plan = rh::ddp::plan_buckets(order, bytes_, numel_.size(), first_cap_bytes_, cap_bytes_);
+    }
+    set_plan(std::move(plan));
+    record_order_ = !rebuilt;  // no second rebuild: it would see another first step
+    std::vector<int64_t> unused;
+    if (find_unused_ && get_longs(dict, kUnusedEverywhere, unused)) {
+      if (unused.size() != unused_everywhere_.size())
+        throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                            "strategy 'ddp': checkpoint entry 'strategy." +
+                                std::string(kUnusedEverywhere) + "' has " +
+                                std::to_string(unused.size()) + " values, this model has " +
+                                std::to_string(unused_everywhere_.size()) + " parameters");
+      for (size_t i = 0; i < unused.size(); ++i) unused_everywhere_[i] = unused[i] != 0 ? 1 : 0;
     }
   }
 
@@ -178,9 +332,19 @@ class DdpStrategy {
     observed_.push_back(index);
     const int b = plan_.bucket_of[index];
     if (b < 0) return;
+    if (predicted_unused_[index]) {
+      // Counted ready up-front. If its bucket already left (with zeros for
+      // it), sync_gradients adds this gradient afterwards.
+      if (static_cast<size_t>(b) < next_launch_) late_[index] = 1;
+      return;
+    }
     if (++ready_[b] < plan_.buckets[b].size()) return;
-    // Launch in bucket order only: every rank must issue collectives in the
-    // same order.
+    launch_ready_buckets();
+  }
+
+  // Launch in bucket order only: every rank must issue collectives in the
+  // same order.
+  void launch_ready_buckets() {
     while (next_launch_ < plan_.buckets.size() &&
            ready_[next_launch_] == plan_.buckets[next_launch_].size())
       launch(next_launch_++);
@@ -192,28 +356,38 @@ class DdpStrategy {
     return view == nullptr ? at::Tensor() : rh::borrow_tensor(view);
   }
 
+  std::string param_name(size_t index) {
+    rh_ParamInfo info{};
+    info.struct_size = RH_PARAM_INFO_STRUCT_SIZE;
+    rh::check(host_, api_->Model_GetParam(model_, index, &info));
+    return std::string(info.name.data, info.name.size);
+  }
+
+  at::Tensor slice_of(size_t i) {
+    return flats_[plan_.bucket_of[i]].narrow(0, offset_in_bucket_[i], numel_[i]);
+  }
+
   // Copies the bucket's gradients / world size into its flat buffer, makes
-  // each gradient its slice of the buffer, and starts the sum without
-  // waiting. A parameter without a gradient contributes zeros (and gets the
-  // other ranks' average).
+  // each of them its slice of the buffer, and starts the sum without
+  // waiting. A parameter without a gradient (yet) contributes zeros; its
+  // slice becomes its gradient only in publish_gradients, after backward,
+  // so that a gradient arriving late is never accumulated into memory that
+  // is being reduced.
   void launch(size_t b) {
-    at::Tensor& flat = flats_[b];
-    int64_t offset = 0;
     for (size_t i : plan_.buckets[b]) {
-      at::Tensor slice = flat.narrow(0, offset, numel_[i]);
-      offset += numel_[i];
+      at::Tensor slice = slice_of(i);
       at::Tensor g = grad_of(i);
       if (!g.defined()) {
         slice.zero_();
-      } else if (g.data_ptr() == slice.data_ptr()) {
-        slice.div_(world_size_);  // still bound: the optimizer zeroed in place
         continue;
-      } else {
-        at::div_out(slice, g.reshape({-1}), world_size_tensor_);
       }
-      if (can_bind_) bind_grad(i, slice);
+      at::div_out(slice, g.reshape({-1}), world_size_tensor_);
+      if (can_bind_) {
+        bind_grad(i, slice);
+        bound_[i] = 1;
+      }
     }
-    dl_[b] = rh::export_tensor(flat);
+    dl_[b] = rh::export_tensor(flats_[b]);
     rh::check(host_, host_->Comm_AllReduce(world_, dl_[b], RH_REDUCE_SUM, &works_[b]));
     if (in_backward_) ++launched_in_backward_;
   }
@@ -226,30 +400,153 @@ class DdpStrategy {
     rh::check(host_, err);
   }
 
-  // Waits for bucket b. A host older than ABI 1.2 cannot bind gradients to
-  // the bucket: the summed values are copied back.
-  void finish(size_t b) {
+  void wait_bucket(size_t b) {
     rh_Error* err = host_->CommWork_Wait(works_[b]);
     host_->CommWork_Destroy(works_[b]);
     works_[b] = nullptr;
     dl_[b]->deleter(dl_[b]);
     dl_[b] = nullptr;
     rh::check(host_, err);
-    if (can_bind_) return;
+  }
+
+  // find_unused_parameters: one small all-reduce per step, after the buckets
+  // (PyTorch's reducer exchanges its used-parameter map the same way): per
+  // trainable parameter, how many ranks have a gradient for it, and on how
+  // many it arrived after its bucket had left.
+  void start_usage_exchange() {
+    const size_t t = trainable_.size();
+    std::vector<float> counts(2 * t, 0.0f);
+    for (size_t k = 0; k < t; ++k) {
+      counts[k] = grad_of(trainable_[k]).defined() ? 1.0f : 0.0f;
+      counts[t + k] = late_[trainable_[k]] ? 1.0f : 0.0f;
+    }
+    usage_ = at::from_blob(counts.data(), {static_cast<int64_t>(2 * t)}, at::kFloat)
+                 .to(device_of_params_, /*non_blocking=*/false, /*copy=*/true);
+    usage_dl_ = rh::export_tensor(usage_);
+    rh::check(host_, host_->Comm_AllReduce(world_, usage_dl_, RH_REDUCE_SUM, &usage_work_));
+  }
+
+  void finish_usage_exchange() {
+    rh_Error* err = host_->CommWork_Wait(usage_work_);
+    host_->CommWork_Destroy(usage_work_);
+    usage_work_ = nullptr;
+    usage_dl_->deleter(usage_dl_);
+    usage_dl_ = nullptr;
+    rh::check(host_, err);
+    const at::Tensor counts = usage_.cpu();
+    const float* c = counts.data_ptr<float>();
+    const size_t t = trainable_.size();
+    std::vector<size_t> late_somewhere;
+    for (size_t k = 0; k < t; ++k) {
+      unused_everywhere_[trainable_[k]] = c[k] == 0.0f ? 1 : 0;
+      if (c[t + k] > 0.0f) late_somewhere.push_back(trainable_[k]);
+    }
+    if (!late_somewhere.empty()) add_late_gradients(late_somewhere);
+    static const std::string kLate = "ddp/late_gradients";
+    rh::check(host_, host_->Metric_Put(context_, kLate.data(), kLate.size(),
+                                       static_cast<double>(late_somewhere.size())));
+  }
+
+  // A parameter predicted unused got its gradient on some rank after its
+  // bucket had left with zeros for it: every rank all-reduces what it left
+  // out (its late gradient / world size, or zeros) for those parameters and
+  // adds it to the summed slice. Correct, but rounded differently from a
+  // single sum; it only happens when the set of used parameters changes.
+  void add_late_gradients(const std::vector<size_t>& params) {
+    int64_t total = 0;
+    for (size_t i : params) total += numel_[i];
+    at::Tensor missed =
+        at::zeros({total}, at::TensorOptions().dtype(dtype_).device(device_of_params_));
     int64_t offset = 0;
-    for (size_t i : plan_.buckets[b]) {
-      at::Tensor slice = flats_[b].narrow(0, offset, numel_[i]);
+    for (size_t i : params) {
+      if (late_[i]) {
+        at::Tensor part = missed.narrow(0, offset, numel_[i]);
+        at::div_out(part, grad_of(i).reshape({-1}), world_size_tensor_);
+      }
+      offset += numel_[i];
+    }
+    DLManagedTensor* dl = rh::export_tensor(missed);
+    rh_Error* err = host_->Comm_AllReduce(world_, dl, RH_REDUCE_SUM, nullptr);
+    dl->deleter(dl);
+    rh::check(host_, err);
+    offset = 0;
+    for (size_t i : params) {
+      slice_of(i).add_(missed.narrow(0, offset, numel_[i]));
+      offset += numel_[i];
+    }
+  }
+
+  // Once every sum is complete: a gradient that is not its bucket slice yet
+  // becomes it (a host older than ABI 1.2 cannot bind: the values are copied
+  // back). With find_unused_parameters a parameter no rank has a gradient
+  // for keeps none, as in a single process (the optimizer skips it).
+  void publish_gradients() {
+    for (size_t i : trainable_) {
+      if (bound_[i] || (find_unused_ && unused_everywhere_[i])) continue;
+      at::Tensor slice = slice_of(i);
+      if (can_bind_) {
+        bind_grad(i, slice);
+        continue;
+      }
       at::Tensor g = grad_of(i);
       if (g.defined()) {
         g.copy_(slice.view_as(g));
       } else {
-        DLManagedTensor* dl = rh::export_tensor(slice);
+        DLManagedTensor* dl = rh::export_tensor(slice.view(shapes_[i]));
         rh_Error* set = api_->Model_SetGrad(model_, i, dl);
         dl->deleter(dl);
         rh::check(host_, set);
       }
-      offset += numel_[i];
     }
+  }
+
+  // Says what really happens to a parameter without a gradient when the job
+  // did not expect one (once per run).
+  void warn_about_unused_parameters() {
+    size_t missing = 0, first = 0;
+    for (size_t i : trainable_)
+      if (!seen_[i] && missing++ == 0) first = i;
+    if (missing == 0) return;
+    warned_unused_ = true;
+    log(RH_LOG_WARN,
+        "strategy 'ddp': parameter '" + param_name(first) + "'" +
+            (missing > 1 ? " and " + std::to_string(missing - 1) + " more" : std::string()) +
+            " received no gradient in this backward. Its bucket and every later one were "
+            "all-reduced only after backward ended (no overlap); where it has no gradient it "
+            "counts as zero, so it gets the sum of the other ranks' gradients divided by the "
+            "world size (zeros when no rank has one, and the optimizer still steps it). If "
+            "parameters may go unused, set find_unused_parameters: true: ddp then keeps "
+            "communication overlapping backward from the second step on and leaves a parameter "
+            "that no rank used without a gradient, as a single process does");
+  }
+
+  void put_longs(rh_StateDict* dict, const char* key, const std::vector<int64_t>& values) {
+    at::Tensor t = at::tensor(at::ArrayRef<int64_t>(values), at::kLong);
+    DLManagedTensor* dl = rh::export_tensor(t);
+    rh_Error* err = host_->StateDict_PutTensor(dict, key, std::strlen(key), dl);
+    dl->deleter(dl);
+    rh::check(host_, err);
+  }
+
+  // False when `key` is absent; an entry of another kind is an error.
+  bool get_longs(const rh_StateDict* dict, const char* key, std::vector<int64_t>& out) {
+    const DLManagedTensor* dl = nullptr;
+    rh_Error* err = host_->StateDict_GetTensor(dict, key, std::strlen(key), &dl);
+    if (err != nullptr && host_->Error_Code(err) == RH_ERROR_NOT_FOUND) {
+      host_->Error_Destroy(err);
+      return false;
+    }
+    rh::check(host_, err);
+    const at::Tensor t = rh::borrow_tensor(dl);
+    if (t.scalar_type() != at::kLong || t.dim() != 1)
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                          "strategy 'ddp': checkpoint entry 'strategy." + std::string(key) +
+                              "' must be a 1-d int64 tensor, got " +
+                              std::string(c10::toString(t.scalar_type())) + " with " +
+                              std::to_string(t.dim()) + " dimension(s)");
+    const at::Tensor c = t.cpu().contiguous();
+    out.assign(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+    return true;
   }
 
   // After the first iteration, buckets follow the order gradients actually
@@ -286,9 +583,13 @@ class DdpStrategy {
     works_.assign(plan_.buckets.size(), nullptr);
     dl_.assign(plan_.buckets.size(), nullptr);
     flats_.clear();
+    offset_in_bucket_.assign(numel_.size(), 0);
     for (const auto& bucket : plan_.buckets) {
       int64_t total = 0;
-      for (size_t i : bucket) total += numel_[i];
+      for (size_t i : bucket) {
+        offset_in_bucket_[i] = total;
+        total += numel_[i];
+      }
       flats_.push_back(
           at::empty({total}, at::TensorOptions().dtype(dtype_).device(device_of_params_)));
     }
@@ -303,6 +604,10 @@ class DdpStrategy {
       if (d != nullptr) d->deleter(d);
       d = nullptr;
     }
+    if (usage_work_ != nullptr) host_->CommWork_Destroy(usage_work_);
+    usage_work_ = nullptr;
+    if (usage_dl_ != nullptr) usage_dl_->deleter(usage_dl_);
+    usage_dl_ = nullptr;
   }
 
   void log(rh_LogLevel level, const std::string& message) {
@@ -341,8 +646,19 @@ class DdpStrategy {
   size_t launched_in_backward_ = 0;
   bool record_order_ = false;
   std::vector<size_t> observed_;
-  std::vector<char> seen_;  // this backward: parameter's gradient arrived
-  int64_t twice_ = -1;      // first parameter whose gradient arrived twice
+  std::vector<int64_t> offset_in_bucket_;  // parameter -> first element in its bucket
+  std::vector<char> seen_;                 // this backward: parameter's gradient arrived
+  std::vector<char> predicted_unused_;     // this backward: counted ready up-front
+  std::vector<char> late_;                 // predicted unused, arrived after its bucket left
+  std::vector<char> bound_;                // this step: its gradient is its bucket slice
+  // find_unused_parameters: no rank had a gradient for it in the last
+  // synchronised step (saved with the checkpoint: the next step's prediction).
+  std::vector<char> unused_everywhere_;
+  at::Tensor usage_;  // the usage exchange in flight
+  DLManagedTensor* usage_dl_ = nullptr;
+  rh_CommWork* usage_work_ = nullptr;
+  at::Tensor buffer_bytes_;  // every buffer's bytes, broadcast from rank 0
+  int64_t twice_ = -1;       // first parameter whose gradient arrived twice
   bool warned_unused_ = false;
 };
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace rh::ddp {
@@ -20,5 +21,16 @@ struct BucketPlan {
 // `bytes[i]`: size of parameter i's gradient. `num_params` sizes bucket_of.
 BucketPlan plan_buckets(const std::vector<size_t>& order, const std::vector<size_t>& bytes,
                         size_t num_params, size_t first_cap_bytes, size_t cap_bytes);
+
+// A plan as a checkpoint stores it: every bucket's parameter indices one
+// after the other (`flat`), and each bucket's length (`lengths`).
+void flatten_plan(const BucketPlan& plan, std::vector<int64_t>& flat,
+                  std::vector<int64_t>& lengths);
+
+// The plan `flat`/`lengths` describe, checked against the model: every index
+// of `bucketed` (the parameters that need buckets) exactly once, no other,
+// no empty bucket. Throws std::invalid_argument saying what does not fit.
+BucketPlan unflatten_plan(const std::vector<int64_t>& flat, const std::vector<int64_t>& lengths,
+                          const std::vector<size_t>& bucketed, size_t num_params);
 
 }  // namespace rh::ddp

@@ -3,7 +3,7 @@
 // Config:
 //   strategy:
 //     type: single
-//     device: auto   # auto (cuda:0 when LibTorch sees a GPU, else cpu) | cpu | cuda | cuda:N
+//     device: auto   # auto (the rank's GPU when LibTorch sees one, else cpu) | cpu | cuda | cuda:N
 #include <torch/cuda.h>
 
 #include "rh/cpp/plugin.hpp"
@@ -27,6 +27,12 @@ class SingleStrategy {
                               " ranks: use strategy 'ddp' (or zero/fsdp)");
     }
     args.device = device_;
+    // auto / cuda: the GPU the host assigns this rank (one visible GPU per
+    // rank, as srun --gpus-per-task gives, is cuda:0), from a 1.3 host.
+    if (device_.device_type == kDLCUDA && (device_spec_ == "auto" || device_spec_ == "cuda") &&
+        RH_STRUCT_HAS(&args, rh_SetupEnvArgs, rank_device) &&
+        args.rank_device.device_type == kDLCUDA)
+      args.device = args.rank_device;
   }
 
  private:

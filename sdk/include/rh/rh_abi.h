@@ -28,6 +28,8 @@
  *        when to checkpoint); rh_StrategyVtable: BeforeBackward.
  *   1.2  rh_ModelApi: Model_BindGrad (a gradient that lives in the
  *        strategy's memory, e.g. a bucket: no copy back after reducing).
+ *   1.3  rh_SetupEnvArgs: rank_device (the host's one rule for a rank's
+ *        CUDA device), local_world_size, node_rank.
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -40,7 +42,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 2
+#define RH_ABI_VERSION_MINOR 3
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

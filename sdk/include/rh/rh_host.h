@@ -182,7 +182,8 @@ typedef struct rh_HostApi {
 
   /* ---- Communicator ---------------------------------------------------- */
   /* The world communicator, or NULL in a single-process run. Owned by the
-   * host, valid until the run ends. Collectives on one communicator must be
+   * host, valid until every strategy and hook instance is destroyed (the
+   * host destroys them first; groups likewise). Collectives on one communicator must be
    * issued in the same order on every rank. Tensors are borrowed: for an
    * asynchronous call (work != NULL) they must stay alive and untouched until
    * CommWork_Wait returns. With work == NULL the call is synchronous. Every

@@ -116,8 +116,15 @@ typedef struct rh_SetupEnvArgs {
   int32_t local_rank; /* rank on this node */
   uint64_t seed;      /* the job's seed (already offset if diff_rank_seed) */
   DLDevice device;    /* in: {kDLCPU, 0}; out: the device this rank computes on */
+  /* 1.3. The device the host assigns this rank when it computes on a GPU:
+   * {kDLCUDA, i} by the host's one rule (one visible GPU -> 0, else the local
+   * rank), the device the nccl communicator uses; {kDLCPU, 0} when no GPU is
+   * visible. A strategy that runs on CUDA should return it in `device`. */
+  DLDevice rank_device;
+  int32_t local_world_size; /* 1.3. ranks on this node */
+  int32_t node_rank;        /* 1.3. this node's index, 0-based */
 } rh_SetupEnvArgs;
-#define RH_SETUP_ENV_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_SetupEnvArgs, device)
+#define RH_SETUP_ENV_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_SetupEnvArgs, node_rank)
 
 /* Wrap: the model is built and initialised on every rank. */
 typedef struct rh_WrapArgs {

@@ -1,0 +1,72 @@
+// load_into (host/checkpoint/TensorDict.cpp), which copies a checkpoint's
+// tensors into the model at resume and load_from: a tensor of another dtype
+// is a mismatch naming the tensor and both dtypes, never a silent conversion.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "checkpoint/TensorDict.hpp"
+#include "plugins/StateDict.hpp"
+
+namespace rh::checkpoint {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(TensorDictTest, MatchingTensorsAreCopied) {
+  rh_StateDict dict;
+  put_tensor(dict, "w", torch::tensor({1.5f, 2.5f}));
+  at::Tensor w = torch::zeros({2});
+  LoadReport r = load_into(dict, "", {{"w", w}});
+  EXPECT_TRUE(r.ok()) << r.str();
+  EXPECT_TRUE(torch::equal(w, torch::tensor({1.5f, 2.5f})));
+}
+
+TEST(TensorDictTest, ADtypeDifferenceIsAMismatchNotAConversion) {
+  rh_StateDict dict;
+  put_tensor(dict, "w", torch::tensor({1.5, 2.5}, torch::kDouble));
+  put_tensor(dict, "h", torch::tensor({1, 2}, torch::kHalf));
+  put_tensor(dict, "n", torch::tensor({int64_t{7}}, torch::kLong));
+  at::Tensor w = torch::zeros({2});
+  at::Tensor h = torch::zeros({2});
+  at::Tensor n = torch::zeros({1}, torch::kInt);
+  LoadReport r = load_into(dict, "", {{"w", w}, {"h", h}, {"n", n}});
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(r.mismatched, ElementsAre("w: checkpoint dtype Double vs model Float",
+                                        "h: checkpoint dtype Half vs model Float",
+                                        "n: checkpoint dtype Long vs model Int"));
+  EXPECT_THAT(r.str(), HasSubstr("mismatched (shape or dtype) (3): w: checkpoint dtype Double"));
+  // Nothing was copied.
+  EXPECT_TRUE(torch::equal(w, torch::zeros({2})));
+  EXPECT_TRUE(torch::equal(n, torch::zeros({1}, torch::kInt)));
+}
+
+TEST(TensorDictTest, ADtypeLibTorchCannotRepresentIsAMismatch) {
+  // A U16 tensor, as a safetensors file from another writer may hold.
+  rh_StateDict dict;
+  uint16_t data[2] = {1, 2};
+  int64_t shape[1] = {2};
+  DLManagedTensor t{};
+  t.dl_tensor = DLTensor{data, {kDLCPU, 0}, 1, {kDLUInt, 16, 1}, shape, nullptr, 0};
+  dict.entries["w"] = host::copy_tensor_entry(t, "w");
+  at::Tensor w = torch::zeros({2});
+  LoadReport r = load_into(dict, "", {{"w", w}});
+  EXPECT_THAT(r.mismatched,
+              ElementsAre("w: checkpoint dtype DLPack code 1 bits 16 vs model Float"));
+}
+
+TEST(TensorDictTest, ShapeMismatchesAndMissingAndUnexpectedAreReported) {
+  rh_StateDict dict;
+  put_tensor(dict, "w", torch::zeros({2, 3}));
+  put_tensor(dict, "extra", torch::zeros({1}));
+  at::Tensor w = torch::zeros({3, 2});
+  at::Tensor b = torch::zeros({2});
+  LoadReport r = load_into(dict, "", {{"w", w}, {"b", b}});
+  EXPECT_THAT(r.mismatched, ElementsAre("w: checkpoint [2, 3] vs model [3, 2]"));
+  EXPECT_THAT(r.missing, ElementsAre("b"));
+  EXPECT_THAT(r.unexpected, ElementsAre("extra"));
+}
+
+}  // namespace
+}  // namespace rh::checkpoint
