@@ -6,6 +6,13 @@ find_package(yaml-cpp REQUIRED)            # libyaml-cpp-dev
 find_package(spdlog REQUIRED)              # libspdlog-dev
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)  # libboost-dev (DLL), -program-options-dev
 find_package(Torch REQUIRED)               # libtorch-dev (1.13 CPU) or the pip wheel's LibTorch 2.x
+# Required, not optional: the shipped `tensorboard` hook writes its events
+# with protobuf (libprotobuf-dev, protobuf-compiler); only that plugin links it.
+find_package(Protobuf 3.12 REQUIRED)
+if(NOT TARGET protobuf::protoc OR NOT TARGET protobuf::libprotobuf-lite)
+  message(FATAL_ERROR "runner-host: protoc and libprotobuf-lite are required by the tensorboard "
+                      "hook: install protobuf-compiler libprotobuf-dev (tools/install-deps.sh)")
+endif()
 
 # LibTorch 1.13's TORCH_LIBRARIES lists plain names; gather them into one
 # target that carries the include dirs and the C++ ABI flag.

@@ -11,6 +11,8 @@ PACKAGES=(
   libyaml-cpp-dev libspdlog-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   binutils                # nm, for the exported-symbol test
+  protobuf-compiler libprotobuf-dev  # the tensorboard hook's event files
+  python3-protobuf python3-matplotlib  # tools/plot_metrics.py and the event-file reader test
 )
 
 missing=()

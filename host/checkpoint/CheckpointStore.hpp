@@ -1,4 +1,4 @@
-// The checkpoint directory protocol (DESIGN.md §6), independent of LibTorch:
+// The checkpoint directory protocol (docs/architecture.md §6), independent of LibTorch:
 //
 //   save:  <work_dir>/<name>.tmp-<pid>-<n>/   every file via the checkpoint-IO
 //                                             plugin (each fsynced), meta.json last

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   // file's directory (as `plugin:` paths are); without a job file they are
   // refused rather than read against the current directory.
   std::optional<fs::path> job_dir;
-  if (!opts.config.empty()) job_dir = fs::absolute(opts.config).parent_path();
+  if (!opts.config.empty()) job_dir = fs::absolute(opts.config).lexically_normal().parent_path();
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   std::vector<host::SearchDir> search_dirs;

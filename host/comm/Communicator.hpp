@@ -76,8 +76,8 @@ class Communicator {
   // nullptr. The subgroup is independent of *this (own connections and
   // background thread) and may outlive it.
   virtual std::unique_ptr<Communicator> new_group(const std::vector<int>& ranks) = 0;
-  // How all_reduce moves data, for logs and tests: "tcp ring",
-  // "shared memory", "nccl".
+  // How all_reduce, reduce_scatter and all_gather move data (all three the
+  // same way), for logs and tests: "tcp ring", "shared memory", "nccl".
   virtual std::string all_reduce_transport() const = 0;
 
   // What the host is doing, for error messages: a phrase such as
@@ -104,8 +104,9 @@ struct RendezvousOptions {
   int local_rank = 0;  // picks the CUDA device of the nccl backend
   double timeout_s = 300;
   std::string backend = "gloo";  // "gloo" | "nccl"
-  // gloo: all_reduce through shared memory when every member of a
-  // communicator is on this host (ShmAllReduce.hpp); false: always TCP.
+  // gloo: all_reduce, reduce_scatter and all_gather through shared memory
+  // when every member of a communicator is on this host (ShmAllReduce.hpp);
+  // false: always TCP.
   bool shared_memory = true;
 };
 

@@ -1,10 +1,10 @@
 // The gloo backend: CPU tensors over TCP, through the Gloo library itself
-// (libgloo-dev), rendezvoused through the run's c10d store.
+// (libgloo-dev), rendezvoused through the run's c10d store. all_reduce,
+// reduce_scatter and all_gather go through shared memory instead when every
+// member is on this host (ShmAllReduce.hpp); over TCP:
 //
-//   all_reduce      through shared memory when every member is on this host
-//                   (ShmAllReduce.hpp), else gloo::allreduce, ring
-//                   (reduce-scatter + all-gather phases, 4 MiB segments, two
-//                   in flight)
+//   all_reduce      gloo::allreduce, ring (reduce-scatter + all-gather
+//                   phases, 4 MiB segments, two in flight)
 //   reduce_scatter  our ring over gloo's unbound buffers (below): every rank
 //                   sends and receives (P-1)/P of the input once, half of
 //                   what an all-reduce moves. Gloo's ReduceScatterHalvingDoubling
@@ -345,7 +345,11 @@ class GlooCommunicator final : public Communicator {
           what, [=] { std::memmove(out.data, in.data, in_bytes); }, async);
     return submit(
         what,
-        [this, in, out, in_bytes, out_bytes, in_place] {
+        [this, in, out, in_bytes, out_bytes, es, in_place] {
+          if (shm_) {
+            shm_->all_gather(in.data, out.data, in.count, es);
+            return;
+          }
           gloo::AllgatherOptions opts(context_);
           if (!in_place) opts.setInput(static_cast<uint8_t*>(in.data), in_bytes);
           opts.setOutput(static_cast<uint8_t*>(out.data), out_bytes);
@@ -379,14 +383,21 @@ class GlooCommunicator final : public Communicator {
         what,
         [this, in, out, in_bytes, out_bytes, es, fn, op, overlap] {
           const auto* src = static_cast<const uint8_t*>(in.data);
+          // The ring accumulates in `out`, so it needs a copy of an input that
+          // `out` overlaps; shared memory writes each piece of `out` after it
+          // copied that piece in, which is enough when `out` is our chunk.
+          const bool own_chunk = src + static_cast<size_t>(rank_) * out_bytes == out.data;
           std::unique_ptr<uint8_t[]> copy;
-          if (overlap) {  // the ring uses `out` as its accumulator
+          if (overlap && !(shm_ && own_chunk)) {
             copy.reset(new uint8_t[in_bytes]);
             std::memcpy(copy.get(), src, in_bytes);
             src = copy.get();
           }
-          ring_reduce_scatter(context_, src, static_cast<uint8_t*>(out.data), out_bytes, es, fn,
-                              shared_->timeout);
+          if (shm_)
+            shm_->reduce_scatter(src, out.data, out.count, es, fn);
+          else
+            ring_reduce_scatter(context_, src, static_cast<uint8_t*>(out.data), out_bytes, es, fn,
+                                shared_->timeout);
           if (op == ReduceOp::Avg) divide_in_place(out.data, out.count, out.dtype, size_);
         },
         async);
@@ -494,7 +505,8 @@ class GlooCommunicator final : public Communicator {
     shm_ = ShmAllReduce::connect(kv, rank_, size_, members_, ShmAllReduce::host_identity(),
                                  shared_->timeout, &why_not);
     if (!shm_ && rank_ == 0)
-      spdlog::info("{}: all_reduce over TCP ({})", who_.describe("communicator"), why_not);
+      spdlog::info("{}: all_reduce, reduce_scatter and all_gather over TCP ({})",
+                   who_.describe("communicator"), why_not);
   }
 
   void check_cpu(const Buffer& b, const char* what) const {
@@ -573,7 +585,7 @@ class GlooCommunicator final : public Communicator {
   int size_;
   Identity who_;
   std::shared_ptr<gloo::Context> context_;  // null when size_ == 1
-  std::unique_ptr<ShmAllReduce> shm_;       // null: all_reduce over TCP
+  std::unique_ptr<ShmAllReduce> shm_;       // null: all_reduce, reduce_scatter, all_gather over TCP
   std::atomic<int> groups_made_{0};
 
   std::mutex mutex_;  // guards queue_, stop_, failure_

@@ -21,17 +21,30 @@
 namespace rh::comm::detail {
 
 // One cache line per rank, written only by that rank: `posted` = the piece
-// whose data is in its slot, `reduced` = the piece whose share it reduced
-// into the result slot.
+// whose data is in its slot, `consumed` = the piece it is done reading every
+// slot of (all_reduce: its share is reduced into the result slot).
 struct alignas(64) ShmAllReduce::Control {
   std::atomic<uint32_t> posted;
-  std::atomic<uint32_t> reduced;
+  std::atomic<uint32_t> consumed;
   std::atomic<int32_t> pid;
-  std::atomic<uint64_t> call_bytes;  // size of the all_reduce `posted` belongs to,
-                                     // written before `posted` (release)
+  std::atomic<uint32_t> collective;  // ShmCollective::id of the call `posted` belongs to
+  std::atomic<uint64_t> call_bytes;  // and its size; both written before `posted` (release)
+};
+
+// What a call is, for the check that every rank runs the same one and for
+// messages.
+struct ShmCollective {
+  uint32_t id;
+  const char* name;      // "all-reduce"
+  const char* verb;      // "reduces": rank 1 reduces N bytes where ...
+  const char* consumed;  // what a rank has not done yet when others wait in the second phase
 };
 
 namespace {
+
+constexpr ShmCollective kAllReduce{1, "all-reduce", "reduces", "reduced its share"};
+constexpr ShmCollective kReduceScatter{2, "reduce-scatter", "reduce-scatters", "reduced its chunk"};
+constexpr ShmCollective kAllGather{3, "all-gather", "gathers", "copied the others' data out"};
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain memory");
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32-bit");
@@ -208,22 +221,22 @@ ShmAllReduce::~ShmAllReduce() {
   if (base_ != nullptr) ::munmap(base_, bytes_);
 }
 
-void ShmAllReduce::publish(bool reduced_phase, uint32_t value) {
-  std::atomic<uint32_t>& word = reduced_phase ? control_[rank_].reduced : control_[rank_].posted;
+void ShmAllReduce::publish(bool consumed_phase, uint32_t value) {
+  std::atomic<uint32_t>& word = consumed_phase ? control_[rank_].consumed : control_[rank_].posted;
   word.store(value, std::memory_order_release);
   futex_wake_all(&word);
 }
 
-// Until every rank's posted (or reduced) counter reached `target`. Spins a
+// Until every rank's posted (or consumed) counter reached `target`. Spins a
 // few microseconds first (a peer that is running will be there soon), then
 // sleeps on the peer's futex word in 50 ms slices, checking the deadline and
 // whether the peer still exists.
-void ShmAllReduce::wait_all(uint32_t target, bool reduced_phase) {
+void ShmAllReduce::wait_all(const ShmCollective& what, uint32_t target, bool consumed_phase) {
   const auto deadline = Clock::now() + timeout_;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     Control& peer = control_[r];
-    std::atomic<uint32_t>& word = reduced_phase ? peer.reduced : peer.posted;
+    std::atomic<uint32_t>& word = consumed_phase ? peer.consumed : peer.posted;
     for (int spin = 0; spin < 256 && !reached(word.load(std::memory_order_acquire), target); ++spin)
       cpu_relax();
     for (;;) {
@@ -234,15 +247,60 @@ void ShmAllReduce::wait_all(uint32_t target, bool reduced_phase) {
       const int global = global_ranks_[static_cast<size_t>(r)];
       if (Clock::now() > deadline)
         throw std::runtime_error("timed out waiting for rank " + std::to_string(global) +
-                                 " in the shared-memory all-reduce (it has not " +
-                                 (reduced_phase ? "reduced its share" : "posted its data") +
-                                 " yet)");
+                                 " in the shared-memory " + what.name + " (it has not " +
+                                 (consumed_phase ? what.consumed : "posted its data") + " yet)");
       const int32_t pid = peer.pid.load(std::memory_order_acquire);
       if (!process_alive(pid))
         throw std::runtime_error("rank " + std::to_string(global) + " (pid " + std::to_string(pid) +
-                                 ") exited during the shared-memory all-reduce");
+                                 ") exited during the shared-memory " + what.name);
     }
   }
+}
+
+template <class Post, class Consume, class After>
+void ShmAllReduce::run_pieces(const ShmCollective& what, uint64_t call_bytes, size_t pieces,
+                              Post&& post, Consume&& consume, After&& after) {
+  Control& mine = control_[rank_];
+  for (size_t k = 0; k < pieces; ++k) {
+    const uint32_t seq = ++sequence_;
+    // Every rank consumed the previous piece (wait_all below): our slot may
+    // be overwritten.
+    post(k, slot(static_cast<size_t>(rank_)));
+    mine.collective.store(what.id, std::memory_order_relaxed);
+    mine.call_bytes.store(call_bytes, std::memory_order_relaxed);
+    publish(false, seq);
+    wait_all(what, seq, false);
+    // Ranks in different collectives, or in one with different sizes, would
+    // from here on combine pieces of different calls: an error instead
+    // (checked on every piece: the sizes may share their first pieces).
+    for (int r = 0; r < size_; ++r)
+      if (control_[r].collective.load(std::memory_order_relaxed) != what.id ||
+          control_[r].call_bytes.load(std::memory_order_relaxed) != call_bytes)
+        throw_disagreement(what, call_bytes, r);
+    consume(k);
+    publish(true, seq);
+    wait_all(what, seq, true);
+    after(k);
+  }
+}
+
+void ShmAllReduce::throw_disagreement(const ShmCollective& what, uint64_t call_bytes, int r) const {
+  const uint32_t their_collective = control_[r].collective.load(std::memory_order_relaxed);
+  const uint64_t their_bytes = control_[r].call_bytes.load(std::memory_order_relaxed);
+  const std::string them = "rank " + std::to_string(global_ranks_[static_cast<size_t>(r)]);
+  const std::string us = "rank " + std::to_string(global_ranks_[static_cast<size_t>(rank_)]);
+  if (their_collective != what.id) {
+    const char* their_name = "other collective";
+    for (const ShmCollective* c : {&kAllReduce, &kReduceScatter, &kAllGather})
+      if (c->id == their_collective) their_name = c->name;
+    throw std::runtime_error(them + " runs the shared-memory " + their_name + " where " + us +
+                             " runs the " + what.name +
+                             " (every rank must run the same collectives in the same order)");
+  }
+  throw std::runtime_error(them + " " + what.verb + " " + std::to_string(their_bytes) +
+                           " bytes where " + us + " " + what.verb + " " +
+                           std::to_string(call_bytes) +
+                           " (every rank must pass the same size and dtype)");
 }
 
 void ShmAllReduce::all_reduce(void* data, size_t count, size_t element_size, ReduceFn fn) {
@@ -250,48 +308,82 @@ void ShmAllReduce::all_reduce(void* data, size_t count, size_t element_size, Red
   const size_t es = element_size;
   const size_t per_piece = kSlotBytes / es;
   const size_t n = static_cast<size_t>(size_);
-  unsigned char* result = slots_ + n * kSlotBytes;
-  unsigned char* own_slot = slots_ + static_cast<size_t>(rank_) * kSlotBytes;
-  const uint64_t call_bytes = count * es;
-  for (size_t start = 0; start < count; start += per_piece) {
-    const size_t len = std::min(per_piece, count - start);
-    unsigned char* piece = bytes + start * es;
-    const uint32_t seq = ++sequence_;
-    // Every rank has read the previous result (it posted this piece): our
-    // slot and our share of the result may be overwritten.
-    std::memcpy(own_slot, piece, len * es);
-    control_[rank_].call_bytes.store(call_bytes, std::memory_order_relaxed);
-    publish(false, seq);
-    wait_all(seq, false);
-    // Ranks that called with different sizes would from here on reduce
-    // pieces of different collectives together: an error instead (checked
-    // on every piece: the sizes may share their first pieces).
-    for (int r = 0; r < size_; ++r) {
-      const uint64_t theirs = control_[r].call_bytes.load(std::memory_order_relaxed);
-      if (theirs != call_bytes)
-        throw std::runtime_error("rank " + std::to_string(global_ranks_[static_cast<size_t>(r)]) +
-                                 " reduces " + std::to_string(theirs) + " bytes where rank " +
-                                 std::to_string(global_ranks_[static_cast<size_t>(rank_)]) +
-                                 " reduces " + std::to_string(call_bytes) +
-                                 " (every rank must pass the same size and dtype)");
-    }
-    // Our share: elements [lo, hi), reduced over the slots in rank order (the
-    // same order whichever rank reduces it). 16-element shares keep the
-    // vector loops aligned.
-    const size_t share = (len + n - 1) / n;
-    const size_t aligned = (share + 15) / 16 * 16;
-    const size_t lo = std::min(len, static_cast<size_t>(rank_) * aligned);
-    const size_t hi = std::min(len, lo + aligned);
-    if (hi > lo) {
-      const size_t off = lo * es;
-      fn(result + off, slots_ + off, slots_ + kSlotBytes + off, hi - lo);
-      for (size_t r = 2; r < n; ++r)
-        fn(result + off, result + off, slots_ + r * kSlotBytes + off, hi - lo);
-    }
-    publish(true, seq);
-    wait_all(seq, true);
-    std::memcpy(piece, result, len * es);
-  }
+  unsigned char* result = slot(n);
+  auto piece_len = [&](size_t k) { return std::min(per_piece, count - k * per_piece); };
+  run_pieces(
+      kAllReduce, uint64_t{count} * es, (count + per_piece - 1) / per_piece,
+      [&](size_t k, unsigned char* own) {
+        std::memcpy(own, bytes + k * per_piece * es, piece_len(k) * es);
+      },
+      [&](size_t k) {
+        // Our share: elements [lo, hi), reduced over the slots in rank order
+        // (the same order whichever rank reduces it). 16-element shares keep
+        // the vector loops aligned.
+        const size_t len = piece_len(k);
+        const size_t share = (len + n - 1) / n;
+        const size_t aligned = (share + 15) / 16 * 16;
+        const size_t lo = std::min(len, static_cast<size_t>(rank_) * aligned);
+        const size_t hi = std::min(len, lo + aligned);
+        if (hi > lo) reduce_over_slots(result + lo * es, lo * es, hi - lo, fn);
+      },
+      [&](size_t k) { std::memcpy(bytes + k * per_piece * es, result, piece_len(k) * es); });
+}
+
+// A piece holds the same stretch of every chunk, chunk c at c * stride in
+// the slot (64-byte aligned for the vector loops).
+void ShmAllReduce::reduce_scatter(const void* in, void* out, size_t count, size_t element_size,
+                                  ReduceFn fn) {
+  const auto* src = static_cast<const unsigned char*>(in);
+  auto* dst = static_cast<unsigned char*>(out);
+  const size_t es = element_size;
+  const size_t n = static_cast<size_t>(size_);
+  const size_t stride = kSlotBytes / n / 64 * 64;
+  const size_t per_piece = stride / es;
+  auto piece_len = [&](size_t k) { return std::min(per_piece, count - k * per_piece); };
+  run_pieces(
+      kReduceScatter, uint64_t{count} * n * es, (count + per_piece - 1) / per_piece,
+      [&](size_t k, unsigned char* own) {
+        for (size_t c = 0; c < n; ++c)
+          std::memcpy(own + c * stride, src + (c * count + k * per_piece) * es, piece_len(k) * es);
+      },
+      [&](size_t k) {
+        // Straight into `out`: when it is our chunk of `in`, this piece of it
+        // is in our slot already and later pieces lie beyond it.
+        reduce_over_slots(dst + k * per_piece * es, static_cast<size_t>(rank_) * stride,
+                          piece_len(k), fn);
+      },
+      [](size_t) {});
+}
+
+void ShmAllReduce::all_gather(const void* in, void* out, size_t count, size_t element_size) {
+  const auto* src = static_cast<const unsigned char*>(in);
+  auto* dst = static_cast<unsigned char*>(out);
+  const size_t es = element_size;
+  const size_t per_piece = kSlotBytes / es;
+  auto piece_len = [&](size_t k) { return std::min(per_piece, count - k * per_piece); };
+  run_pieces(
+      kAllGather, uint64_t{count} * es, (count + per_piece - 1) / per_piece,
+      [&](size_t k, unsigned char* own) {
+        std::memcpy(own, src + k * per_piece * es, piece_len(k) * es);
+      },
+      [&](size_t k) {
+        for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
+          unsigned char* to = dst + (r * count + k * per_piece) * es;
+          // Our own part from `in` (cache-warm), nothing when it is `in`.
+          const unsigned char* from =
+              r == static_cast<size_t>(rank_) ? src + k * per_piece * es : slot(r);
+          if (from != to) std::memcpy(to, from, piece_len(k) * es);
+        }
+      },
+      [](size_t) {});
+}
+
+// out = fn over every rank's slot, at `offset` bytes into each, `count`
+// elements: slot 0 (op) slot 1, then (op) slot 2, ... in rank order.
+void ShmAllReduce::reduce_over_slots(unsigned char* out, size_t offset, size_t count,
+                                     ReduceFn fn) const {
+  fn(out, slot(0) + offset, slot(1) + offset, count);
+  for (size_t r = 2; r < static_cast<size_t>(size_); ++r) fn(out, out, slot(r) + offset, count);
 }
 
 }  // namespace rh::comm::detail

@@ -1,14 +1,22 @@
-// All-reduce between the ranks of one host through a POSIX shared-memory
-// segment: each rank copies its data into its slot once, reduces 1/P of the
-// elements over every slot, and copies the reduced result out once. No
-// kernel, no TCP: over loopback TCP the same all-reduce costs two kernel
-// copies per byte plus the TCP stack and the wake-ups of gloo's device
-// thread, on the cores that also compute (rh_bench_comm compares the two).
+// Collectives between the ranks of one host through a POSIX shared-memory
+// segment (named for the first of them, all_reduce). Each rank has a slot;
+// every collective runs in pieces of at most one slot, with the same steps:
+// each rank copies its piece in, every rank reads what it needs from every
+// slot, and the piece ends once all are done reading. No kernel, no TCP:
+// over loopback TCP the same collective costs two kernel copies per byte
+// plus the TCP stack and the wake-ups of gloo's device thread, on the cores
+// that also compute (rh_bench_comm compares the two).
 //
-// The gloo communicator uses it for all_reduce when every member of the
-// communicator is on this host; the other collectives and other worlds take
-// gloo's TCP path. Waits are bounded by the collective timeout and notice a
-// dead peer (its process is gone) within ~50 ms. No LibTorch headers.
+//   all_reduce      each rank reduces 1/P of the piece over every slot into
+//                   the result slot; every rank copies the result out
+//   reduce_scatter  each rank reduces its own chunk over every slot straight
+//                   into its output (the same summation order as all_reduce)
+//   all_gather      each rank copies every slot out
+//
+// The gloo communicator uses it when every member of the communicator is on
+// this host; broadcast, barrier and other worlds take gloo's TCP path. Waits
+// are bounded by the collective timeout and notice a dead peer (its process
+// is gone) within ~50 ms. No LibTorch headers.
 #pragma once
 
 #include <chrono>
@@ -29,10 +37,13 @@ struct ShmRendezvous {
   std::function<std::string(const std::string& key)> get;  // blocks until set (or throws)
 };
 
+// Which collective a call is (ShmAllReduce.cpp).
+struct ShmCollective;
+
 class ShmAllReduce {
  public:
-  // Slot of each rank: tensors are reduced in pieces of at most this many
-  // bytes. The segment holds P + 1 slots (~6 MiB for 2 ranks).
+  // Slot of each rank: collectives run in pieces of at most this many bytes
+  // per rank. The segment holds P + 1 slots (~6 MiB for 2 ranks).
   static constexpr size_t kSlotBytes = size_t{2} << 20;
 
   // Collective over the communicator's `size` members (`rank` is this one's
@@ -50,11 +61,23 @@ class ShmAllReduce {
   ShmAllReduce& operator=(const ShmAllReduce&) = delete;
 
   // data[i] = fn-reduction over the ranks of data[i], in place, `count`
-  // elements of `element_size` bytes. Every member calls it in the same
-  // order. Throws std::runtime_error ("timed out ..." or "rank N ... exited")
-  // when a peer does not arrive in time or died; the segment is unusable
-  // afterwards (the communicator cancels its later collectives).
+  // elements of `element_size` bytes. Every member calls the collectives in
+  // the same order with the same sizes. Throws std::runtime_error ("timed
+  // out ...", "rank N ... exited", or different sizes or collectives on the
+  // ranks) when a peer does not arrive in time, died or disagrees; the
+  // segment is unusable afterwards (the communicator cancels its later
+  // collectives).
   void all_reduce(void* data, size_t count, size_t element_size, ReduceFn fn);
+
+  // out[j] = fn-reduction over the ranks of in[rank * count + j], j < count:
+  // `in` holds size() chunks of `count` elements. Each element is reduced in
+  // rank order, exactly as all_reduce reduces it, so both give the same bits.
+  // `out` may be this rank's chunk of `in`, and must not overlap it otherwise.
+  void reduce_scatter(const void* in, void* out, size_t count, size_t element_size, ReduceFn fn);
+
+  // out = every rank's `in` (`count` elements), in rank order. `in` may be
+  // this rank's part of `out`, and must not overlap it otherwise.
+  void all_gather(const void* in, void* out, size_t count, size_t element_size);
 
   // Host, boot and the IPC and PID namespaces of this process: members with
   // equal identities can share a segment and see each other's processes.
@@ -63,8 +86,17 @@ class ShmAllReduce {
  private:
   struct Control;
   ShmAllReduce() = default;
-  void wait_all(uint32_t target, bool reduced_phase);
-  void publish(bool reduced_phase, uint32_t value);
+  // The steps every collective shares, for each of `pieces` pieces: `post`
+  // fills this rank's slot, `consume` reads every rank's slot once all
+  // posted, `after` runs once every rank consumed (the slots are free again).
+  template <class Post, class Consume, class After>
+  void run_pieces(const ShmCollective& what, uint64_t call_bytes, size_t pieces, Post&& post,
+                  Consume&& consume, After&& after);
+  void wait_all(const ShmCollective& what, uint32_t target, bool consumed_phase);
+  void publish(bool consumed_phase, uint32_t value);
+  [[noreturn]] void throw_disagreement(const ShmCollective& what, uint64_t call_bytes, int r) const;
+  unsigned char* slot(size_t r) const { return slots_ + r * kSlotBytes; }
+  void reduce_over_slots(unsigned char* out, size_t offset, size_t count, ReduceFn fn) const;
 
   int rank_ = 0;
   int size_ = 0;
@@ -73,7 +105,7 @@ class ShmAllReduce {
   void* base_ = nullptr;  // the mapping
   size_t bytes_ = 0;
   Control* control_ = nullptr;      // size_ entries, one cache line each
-  unsigned char* slots_ = nullptr;  // size_ slots, then the result slot
+  unsigned char* slots_ = nullptr;  // size_ slots, then all_reduce's result slot
   uint32_t sequence_ = 0;           // pieces done so far (the same on every member)
 };
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -67,6 +68,16 @@ SyntheticClassificationDataset::SyntheticClassificationDataset(
     norm = std::sqrt(norm);
     for (int64_t j = 0; j < F; ++j) u[j] /= norm;
   }
+
+  const size_t n = options_.num_samples;
+  const auto f = static_cast<size_t>(F);
+  if (n > 0 && n <= kMaxCacheBytes / (f * sizeof(float) + sizeof(int64_t))) {
+    // new T[n] without (): pages are only touched as slots fill.
+    slot_state_.reset(new std::atomic<uint8_t>[n]);
+    for (size_t i = 0; i < n; ++i) slot_state_[i].store(kEmpty, std::memory_order_relaxed);
+    cached_features_.reset(new float[n * f]);
+    cached_labels_.reset(new int64_t[n]);
+  }
 }
 
 Example SyntheticClassificationDataset::get(size_t index) const {
@@ -74,6 +85,30 @@ Example SyntheticClassificationDataset::get(size_t index) const {
     throw std::out_of_range("synthetic_classification: index " + std::to_string(index) +
                             " >= size " + std::to_string(size()));
   }
+  const int64_t F = options_.num_features;
+  at::Tensor input = at::empty({F}, at::kFloat);
+  float* x = input.data_ptr<float>();
+  if (slot_state_ == nullptr) return Example{input, at::scalar_tensor(draw(index, x), at::kLong)};
+
+  const size_t bytes = static_cast<size_t>(F) * sizeof(float);
+  float* slot = &cached_features_[index * static_cast<size_t>(F)];
+  std::atomic<uint8_t>& state = slot_state_[index];
+  if (state.load(std::memory_order_acquire) == kReady) {
+    std::memcpy(x, slot, bytes);
+    return Example{input, at::scalar_tensor(cached_labels_[index], at::kLong)};
+  }
+  const int64_t label = draw(index, x);
+  uint8_t expected = kEmpty;
+  if (state.compare_exchange_strong(expected, kFilling, std::memory_order_acquire)) {
+    std::memcpy(slot, x, bytes);
+    cached_labels_[index] = label;
+    state.store(kReady, std::memory_order_release);
+  }
+  return Example{input, at::scalar_tensor(label, at::kLong)};
+}
+
+int64_t SyntheticClassificationDataset::draw(size_t index, float* x) const {
+  drawn_.fetch_add(1, std::memory_order_relaxed);
   const int64_t F = options_.num_features;
   const int64_t C = options_.num_classes;
   const uint64_t stream = mix(options_.seed, static_cast<uint64_t>(options_.split) + 1);
@@ -98,13 +133,11 @@ Example SyntheticClassificationDataset::get(size_t index) const {
 
   const double* u = &directions_[static_cast<size_t>(label * F)];
   const double push = best_dot >= 0 ? kMargin : -kMargin;
-  at::Tensor input = at::empty({F}, at::kFloat);
-  float* x = input.data_ptr<float>();
   for (int64_t j = 0; j < F; ++j) {
     x[j] =
         static_cast<float>(z[static_cast<size_t>(j)] + push * u[j] + options_.noise * rng.normal());
   }
-  return Example{input, at::scalar_tensor(label, at::kLong)};
+  return label;
 }
 
 }  // namespace rh::data

@@ -74,15 +74,38 @@ void HookDispatcher::destroy_hooks() {
   state_keys_.clear();
 }
 
-void HookDispatcher::call(host::HookInstance& hook, rh_HookEvent event, const Metrics& metrics,
-                          rh_StateDict* dict, const std::string& dir) {
+namespace {
+
+// The event's metrics as the ABI's views, converted once per event (not per
+// hook). Up to kInline metrics live on the stack: an iteration's event
+// allocates nothing. On the stack rather than in a member because a hook may
+// start a nested dispatch (Checkpoint_Save from after_train_iter runs
+// before_save_checkpoint) while the outer event's views are in use.
+class MetricViews {
+ public:
+  explicit MetricViews(const Metrics& metrics) : size_(metrics.size()) {
+    if (size_ > kInline) heap_.resize(size_);
+    rh_Metric* out = data();
+    for (size_t i = 0; i < size_; ++i)
+      out[i] = {{metrics[i].first.data(), metrics[i].first.size()}, metrics[i].second};
+  }
+  rh_Metric* data() { return size_ == 0 ? nullptr : size_ > kInline ? heap_.data() : inline_; }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr size_t kInline = 16;
+  size_t size_;
+  rh_Metric inline_[kInline];
+  std::vector<rh_Metric> heap_;
+};
+
+}  // namespace
+
+void HookDispatcher::call(host::HookInstance& hook, rh_HookEvent event, rh_Metric* metrics,
+                          size_t num_metrics, rh_StateDict* dict, const std::string& dir) {
   if (!hook.wants(event)) return;
   rh_RunState state = services_.run_state();
-  std::vector<rh_Metric> m;
-  m.reserve(metrics.size());
-  for (const auto& [name, value] : metrics) m.push_back({{name.data(), name.size()}, value});
-  rh_HookEventArgs args{RH_HOOK_EVENT_ARGS_STRUCT_SIZE, event,    &state,
-                        m.empty() ? nullptr : m.data(), m.size(), dict,
+  rh_HookEventArgs args{RH_HOOK_EVENT_ARGS_STRUCT_SIZE, event, &state, metrics, num_metrics, dict,
                         {dir.data(), dir.size()}};
   rh_HookEvent outer = current_;
   current_ = event;
@@ -101,13 +124,14 @@ void HookDispatcher::call(host::HookInstance& hook, rh_HookEvent event, const Me
 
 void HookDispatcher::fire(rh_HookEvent event, const Metrics& metrics,
                           const std::string& checkpoint_dir) {
-  for (auto& hook : hooks_) call(*hook, event, metrics, nullptr, checkpoint_dir);
+  MetricViews views(metrics);
+  for (auto& hook : hooks_) call(*hook, event, views.data(), views.size(), nullptr, checkpoint_dir);
 }
 
 void HookDispatcher::before_save(rh_StateDict& checkpoint, const std::string& dir) {
   for (size_t i = 0; i < hooks_.size(); ++i) {
     rh_StateDict own;
-    call(*hooks_[i], RH_EVENT_BEFORE_SAVE_CHECKPOINT, {}, &own, dir);
+    call(*hooks_[i], RH_EVENT_BEFORE_SAVE_CHECKPOINT, nullptr, 0, &own, dir);
     for (auto& [key, entry] : own.entries) checkpoint.entries[prefix(i) + key] = std::move(entry);
   }
 }
@@ -125,7 +149,7 @@ void HookDispatcher::after_load(const rh_StateDict& checkpoint, const std::strin
     };
     take(prefix(i));
     if (own.entries.empty()) take(legacy_prefix(i));
-    call(*hooks_[i], RH_EVENT_AFTER_LOAD_CHECKPOINT, {}, &own, dir);
+    call(*hooks_[i], RH_EVENT_AFTER_LOAD_CHECKPOINT, nullptr, 0, &own, dir);
   }
 }
 

@@ -52,7 +52,7 @@ class HookDispatcher {
   void destroy_hooks();
 
  private:
-  void call(host::HookInstance& hook, rh_HookEvent event, const Metrics& metrics,
+  void call(host::HookInstance& hook, rh_HookEvent event, rh_Metric* metrics, size_t num_metrics,
             rh_StateDict* dict, const std::string& dir);
   std::string prefix(size_t index) const;
   std::string legacy_prefix(size_t index) const;

@@ -160,7 +160,7 @@ rh_Error* Model_GetGrad(rh_Model* m, size_t i, DLManagedTensor** out) {
 }
 
 // Runs after a parameter's AccumulateGrad: its .grad is complete for this
-// backward (DESIGN.md §5: keep the accumulator alive).
+// backward (docs/architecture.md §5: keep the accumulator alive).
 class GradReadyHook : public torch::autograd::FunctionPostHook {
  public:
   GradReadyHook(rh_GradReadyFn fn, void* user, size_t index)

@@ -1,4 +1,4 @@
-// The runner: owns the lifecycle of DESIGN.md §3 and runs it for every
+// The runner: owns the lifecycle of docs/architecture.md §3 and runs it for every
 // strategy the same way. Runner::train() is the whole order of things; read
 // it top to bottom.
 #pragma once

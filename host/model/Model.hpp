@@ -72,7 +72,14 @@ class Model {
 // weights, on every rank and every run). `job_dir` resolves relative paths
 // (torchscript). Throws config::ConfigError naming the key for bad values
 // (e.g. an unreadable TorchScript file).
+// `model.frozen` is applied here (see freeze()).
 std::unique_ptr<Model> build_model(const config::Node& cfg, uint64_t seed,
                                    const std::string& job_dir);
+
+// model.frozen: every parameter whose name is a prefix of the list, or starts
+// with "<prefix>.", gets requires_grad false (no optimizer state, no
+// gradient, never communicated). A prefix that matches nothing is a
+// ConfigError naming it (and the model's top-level modules).
+void freeze(Model& model, const config::Node& prefixes);
 
 }  // namespace rh::model

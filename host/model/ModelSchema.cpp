@@ -8,11 +8,20 @@ config::Schema build_model_schema() {
   const config::Schema dropout = number(0, 1);
   const config::Schema positive = integer(1);
   const config::Schema classes = integer(2);
+  // Every model type: parameters whose name is a prefix or starts with
+  // "<prefix>." are frozen (requires_grad false: never in the optimizer,
+  // never communicated).
+  const Field frozen{"frozen", list(string()), false,
+                     "module path prefixes to freeze, e.g. [embed, blocks.0] (default [])"};
+  auto with_frozen = [&](std::vector<Field> fields) {
+    fields.push_back(frozen);
+    return map(std::move(fields));
+  };
 
   return typed_union(
       "type",
       {
-          {"mlp", map({
+          {"mlp", with_frozen({
                       {"in_features", positive, true, "input features F"},
                       {"hidden", list(positive), false, "hidden layer widths (default [128])"},
                       {"num_classes", classes, true, "output classes C"},
@@ -20,7 +29,7 @@ config::Schema build_model_schema() {
                        "between layers (default relu)"},
                       {"dropout", dropout, false, "after each activation (default 0)"},
                   })},
-          {"convnet", map({
+          {"convnet", with_frozen({
                           {"in_channels", positive, false, "image channels (default 3)"},
                           {"num_classes", classes, true, "output classes C"},
                           {"width", positive, false, "channels of the first stage (default 32)"},
@@ -30,7 +39,7 @@ config::Schema build_model_schema() {
                           {"norm", enumeration({"batch", "group", "none"}), false,
                            "normalisation layers (default batch)"},
                       })},
-          {"vit", map({
+          {"vit", with_frozen({
                       {"image_size", positive, false, "input height and width (default 32)"},
                       {"patch_size", positive, false, "divides image_size (default 4)"},
                       {"in_channels", positive, false, "image channels (default 3)"},
@@ -41,7 +50,7 @@ config::Schema build_model_schema() {
                       {"num_classes", classes, true, "output classes C"},
                       {"dropout", dropout, false, "default 0"},
                   })},
-          {"gpt", map({
+          {"gpt", with_frozen({
                       {"vocab_size", positive, true, "tokens V"},
                       {"block_size", positive, false, "context length, the longest T (default 64)"},
                       {"dim", positive, false, "embedding width, a multiple of heads (default 64)"},
@@ -53,7 +62,7 @@ config::Schema build_model_schema() {
                        "the head reuses the token embedding (default false)"},
                   })},
           {"torchscript",
-           map({
+           with_frozen({
                {"path", string(), true, "the .pt file; a relative path starts at the job's folder"},
                {"num_classes", classes, false, "checked against the logits"},
                {"task", enumeration({"classification", "language_model"}), false,

@@ -126,6 +126,7 @@ ComponentFactory::ComponentFactory(PluginRegistry& registry, HostServices& servi
     : registry_(registry),
       services_(services),
       job_dir_(std::move(job_dir)),
+      job_dir_str_(job_dir_.string()),
       work_dir_(std::move(work_dir)) {}
 
 Plugin& ComponentFactory::load_explicit(const config::Node& plugin_node) {
@@ -209,7 +210,8 @@ rh_CreateArgs ComponentFactory::create_args(const InstanceInfo& info,
                        info.context,
                        handle_of(spec),
                        {type.data(), type.size()},
-                       {work_dir_.data(), work_dir_.size()}};
+                       {work_dir_.data(), work_dir_.size()},
+                       {job_dir_str_.data(), job_dir_str_.size()}};
 }
 
 void ComponentFactory::check_create(const InstanceInfo& info, rh_Error* error) const {

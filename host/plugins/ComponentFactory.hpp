@@ -130,6 +130,7 @@ class ComponentFactory {
   PluginRegistry& registry_;
   HostServices& services_;
   std::filesystem::path job_dir_;
+  std::string job_dir_str_;  // job_dir_ as rh_CreateArgs.job_dir shows it
   std::string work_dir_;
 };
 

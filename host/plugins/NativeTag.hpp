@@ -1,5 +1,5 @@
 // The native ABI tag: which LibTorch build a binary's C++ side uses. The host
-// refuses a plugin whose tag differs from its own (DESIGN.md §2 rule 4).
+// refuses a plugin whose tag differs from its own (docs/architecture.md §2 rule 4).
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // Finds, loads and checks plugins, and keeps them by kind and `type:` name.
 //
-// Loading follows DESIGN.md §2: RTLD_NOW | RTLD_LOCAL (never DEEPBIND), never
+// Loading follows docs/architecture.md §2: RTLD_NOW | RTLD_LOCAL (never DEEPBIND), never
 // unloaded (RTLD_NODELETE), one entry symbol, handshake on the ABI major and
 // the native tag.
 //

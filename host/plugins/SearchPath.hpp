@@ -1,4 +1,4 @@
-// The plugin search path (DESIGN.md §2 rule 8): --plugin-path directories,
+// The plugin search path (docs/architecture.md §2 rule 8): --plugin-path directories,
 // then RH_PLUGIN_PATH, then the install's plugin directory. Never the current
 // directory implicitly: empty RH_PLUGIN_PATH entries (which many tools read as
 // ".") are skipped, and a relative entry (".", "plugins") is resolved against

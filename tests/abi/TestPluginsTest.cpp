@@ -174,7 +174,8 @@ TEST(TestPluginsTest, HelperPluginProvidesAllThreeKinds) {
   rh_CreateArgs args = host.create_args("helper_hook", "/tmp");
   rh_HookInstance* instance = nullptr;
   ASSERT_EQ(FakeHost::take(hook->Create(&args, &instance)).first, RH_ERROR_OK);
-  EXPECT_EQ(host.lookups(), (std::set<std::string>{"hooks.0.threshold", "hooks.0.fail"}));
+  EXPECT_EQ(host.lookups(),
+            (std::set<std::string>{"hooks.0.threshold", "hooks.0.fail", "hooks.0.log_dirs"}));
   ASSERT_NE(hook->EventMask, nullptr);
   EXPECT_EQ(hook->EventMask(instance),
             RH_EVENT_BIT(RH_EVENT_BEFORE_RUN) | RH_EVENT_BIT(RH_EVENT_AFTER_RUN));

@@ -153,14 +153,15 @@ RH_ABI_PIN_OFFSET(rh_HostApi, Checkpoint_Save, 344);
 RH_ABI_PIN_OFFSET(rh_HostApi, Checkpoint_Remove, 352);
 RH_ABI_PIN_STRUCT_SIZE(RH_HOST_API_STRUCT_SIZE, rh_HostApi, 360);
 
-RH_ABI_PIN_SIZE(rh_CreateArgs, 64);
+RH_ABI_PIN_SIZE(rh_CreateArgs, 80);
 RH_ABI_PIN_OFFSET(rh_CreateArgs, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_CreateArgs, host, 8);
 RH_ABI_PIN_OFFSET(rh_CreateArgs, context, 16);
 RH_ABI_PIN_OFFSET(rh_CreateArgs, config, 24);
 RH_ABI_PIN_OFFSET(rh_CreateArgs, type_name, 32);
 RH_ABI_PIN_OFFSET(rh_CreateArgs, work_dir, 48);
-RH_ABI_PIN_STRUCT_SIZE(RH_CREATE_ARGS_STRUCT_SIZE, rh_CreateArgs, 64);
+RH_ABI_PIN_OFFSET(rh_CreateArgs, job_dir, 64); /* 1.3 */
+RH_ABI_PIN_STRUCT_SIZE(RH_CREATE_ARGS_STRUCT_SIZE, rh_CreateArgs, 80);
 
 /* ---- rh_hook.h ----------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_exports.sh <lib.so>... — every runner-host plugin must export exactly
-# one dynamic symbol, `rh_plugin_info` (DESIGN.md §2 rule 7: hidden
+# one dynamic symbol, `rh_plugin_info` (docs/architecture.md §2 rule 7: hidden
 # visibility + the linker version script sdk/cmake/rh_plugin.map). Prints the
 # offending symbols of each library that exports anything else, exits 1.
 set -euo pipefail

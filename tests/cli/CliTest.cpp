@@ -242,6 +242,21 @@ TEST_F(CliTest, RelativePluginPathIsRelativeToTheJobFile) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// ABI 1.3: a component learns the job file's directory, where its own
+// relative paths start (as the host's do), whatever the current directory.
+TEST_F(CliTest, ComponentsAreGivenTheJobFilesDirectory) {
+  fs::create_directories(dir / "jobs/plugins");
+  fs::create_directories(dir / "elsewhere");
+  fs::copy_file(plugin("rh_test_helper_hook"), dir / "jobs/plugins/libhelper.so");
+  dir.write("jobs/job.yaml",
+            "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: helper_hook, "
+            "plugin: plugins/libhelper.so, log_dirs: true}\n");
+  auto r = rh::test::run_command("cd " + quote((dir / "elsewhere").string()) + " && " +
+                                 quote(RH_RUNNER_HOST) + " --config ../jobs/job.yaml --dry-run");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("job_dir " + (dir / "jobs").string()));
+}
+
 TEST_F(CliTest, ListPluginsShowsEveryPluginAndRefusalsWithoutStopping) {
   fs::create_directories(dir / "extra");
   fs::copy_file(plugin("rh_test_helper_hook"), dir / "extra/librh_test_helper_hook.so");

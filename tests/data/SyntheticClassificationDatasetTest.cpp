@@ -2,7 +2,9 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstring>
 #include <iostream>
+#include <thread>
 #include <tuple>
 
 #include "data/DataLoader.hpp"
@@ -72,6 +74,120 @@ TEST(SyntheticClassificationDataset, IsDeterministicPerSeedSplitAndIndex) {
   // The same number of samples is a prefix: size does not change example i.
   SyntheticClassificationDataset longer(quickstart(Split::Train, 500));
   EXPECT_TRUE(torch::equal(a.get(7).input, longer.get(7).input));
+}
+
+// FNV-1a over every example's float bytes and int64 label, in index order.
+uint64_t fingerprint(const Dataset& d) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto add = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= static_cast<const unsigned char*>(p)[i];
+      h *= 0x100000001b3ULL;
+    }
+  };
+  for (size_t i = 0; i < d.size(); ++i) {
+    const Example e = d.get(i);
+    add(e.input.data_ptr<float>(), static_cast<size_t>(e.input.numel()) * sizeof(float));
+    const int64_t label = e.target.item<int64_t>();
+    add(&label, sizeof label);
+  }
+  return h;
+}
+
+void expect_example(const Dataset& d, size_t index, int64_t label,
+                    const std::vector<float>& input) {
+  const Example e = d.get(index);
+  EXPECT_EQ(e.target.item<int64_t>(), label) << "example " << index;
+  ASSERT_EQ(e.input.numel(), static_cast<int64_t>(input.size()));
+  // Bit for bit (memcmp, not ==: -0.0 and 0.0 would compare equal).
+  EXPECT_EQ(std::memcmp(e.input.data_ptr<float>(), input.data(), input.size() * sizeof(float)), 0)
+      << "example " << index << ": " << e.input;
+}
+
+// The data every figure and test is built on. These values were recorded
+// from the generator as it was before examples were cached (issue 14):
+// caching, or any speed-up, must not change one bit of them.
+TEST(SyntheticClassificationDataset, GeneratesThePinnedData) {
+  SyntheticClassificationOptions other;
+  other.num_samples = 2000;
+  other.num_features = 4;
+  other.num_classes = 12;
+  other.seed = 7;
+  other.noise = 0.3;
+  other.split = Split::Test;
+  for (int pass = 0; pass < 2; ++pass) {  // pass 1 is served from the cache
+    SCOPED_TRACE("pass " + std::to_string(pass));
+    static const SyntheticClassificationDataset train(quickstart(Split::Train, 8192));
+    static const SyntheticClassificationDataset val(quickstart(Split::Val, 2048));
+    static const SyntheticClassificationDataset test(other);
+    expect_example(
+        train, 0, 5,
+        {-0x1.2179a6p-6f, 0x1.6f1ccap+0f,  -0x1.fbfa7ap+0f, 0x1.5b9b0ep-1f,  -0x1.ccdf74p-3f,
+         -0x1.86a60ap-1f, 0x1.0e128cp-1f,  0x1.b6092p-2f,   -0x1.5a9e82p-1f, -0x1.d25daep-1f,
+         0x1.54e51ap+0f,  0x1.6a78f6p-3f,  -0x1.42bcd6p-1f, 0x1.1d26acp+0f,  0x1.b65a5ep+0f,
+         0x1.5cf3dp-1f,   0x1.4fdb2ep+0f,  -0x1.4110bcp-1f, -0x1.10ae7ap+1f, 0x1.429b1ep-2f,
+         -0x1.d0a278p-1f, 0x1.be29f8p-1f,  -0x1.0d25bp-1f,  -0x1.7f7eb4p-1f, -0x1.be5fbap-2f,
+         0x1.fde6b8p-2f,  -0x1.bbd83ap-3f, 0x1.423a0cp-3f,  -0x1.2a622ep-1f, 0x1.756b6ap+1f,
+         0x1.5668e2p+0f,  -0x1.782a14p-1f});
+    expect_example(
+        train, 8191, 9,
+        {0x1.385ec8p+0f,  0x1.2f6f86p+0f,  0x1.b5390ep-7f,  0x1.5aa4d8p-1f,  -0x1.0868p+1f,
+         -0x1.8a68b6p-1f, -0x1.8f720ap-1f, -0x1.eed666p-1f, 0x1.a6806p-5f,   0x1.61c8d4p-2f,
+         -0x1.f9a55ap-1f, 0x1.17c9b4p-1f,  0x1.f3e646p+0f,  0x1.a3e5b2p-1f,  0x1.e31b08p-1f,
+         -0x1.c47958p+0f, -0x1.c3fa7cp-5f, 0x1.ce0a4ap-1f,  0x1.2df75p-2f,   -0x1.a9508p+0f,
+         0x1.19ab52p+1f,  -0x1.79be5p-7f,  0x1.ac4f42p-1f,  0x1.87482p-1f,   0x1.634a5cp+0f,
+         -0x1.ef864ap-1f, -0x1.2d88d4p+0f, 0x1.21ce5ep+1f,  -0x1.015038p+1f, -0x1.38fc06p+0f,
+         -0x1.b3d7dcp-1f, 0x1.033f4cp-1f});
+    expect_example(val, 1, 1, {-0x1.5da9e6p-2f, -0x1.757b5p+0f,  0x1.3e749ep-1f,  -0x1.dd4a62p-3f,
+                               -0x1.179cbap-3f, -0x1.0d7d9ap-2f, -0x1.0ce6e4p+0f, -0x1.027e74p+0f,
+                               -0x1.99a8f8p-2f, -0x1.312744p+0f, -0x1.beeea6p-3f, -0x1.2ec86p-2f,
+                               -0x1.a170dap-5f, -0x1.2bb49p+0f,  -0x1.793d2ap-2f, -0x1.91481ap-2f,
+                               0x1.fdcf44p-6f,  -0x1.8fe838p-1f, -0x1.c4d3b2p-2f, -0x1.38c3f8p-2f,
+                               -0x1.469a64p-1f, -0x1.2e8eap-1f,  -0x1.e4c6p-1f,   0x1.9a1ef2p-1f,
+                               -0x1.414e6ap-4f, -0x1.61e37cp+0f, -0x1.8e775ap-3f, 0x1.4b6b84p-5f,
+                               0x1.31a9p-6f,    -0x1.745a84p+0f, -0x1.029cd4p-4f, 0x1.a4916ep-2f});
+    expect_example(test, 1, 11, {-0x1.232dfp-1f, -0x1.6da522p+0f, -0x1.4007b2p+0f, 0x1.e6f6cap-1f});
+    // Every example of the three splits, through a fingerprint.
+    EXPECT_EQ(fingerprint(train), 0x2cddfc264755a68dULL);
+    EXPECT_EQ(fingerprint(val), 0x1f14c84a7fe50b32ULL);
+    EXPECT_EQ(fingerprint(test), 0xfcaf5a3c6e34808dULL);
+  }
+}
+
+// An example is drawn once: later epochs copy the cached result.
+TEST(SyntheticClassificationDataset, DrawsEachExampleOnce) {
+  SyntheticClassificationDataset d(quickstart(Split::Train, 300));
+  ASSERT_TRUE(d.caches_examples());
+  EXPECT_EQ(d.examples_drawn(), 0u);
+  const uint64_t first = fingerprint(d);
+  EXPECT_EQ(d.examples_drawn(), 300u);
+  EXPECT_EQ(fingerprint(d), first);
+  EXPECT_EQ(d.examples_drawn(), 300u);
+  // The returned tensors are copies: writing one leaves the cache intact.
+  d.get(5).input.fill_(42);
+  EXPECT_EQ(fingerprint(d), first);
+}
+
+// Loader threads fill the cache concurrently; a dataset too large to cache
+// draws every get() and gives the same examples.
+TEST(SyntheticClassificationDataset, ConcurrentAndUncachedGetsAgree) {
+  SyntheticClassificationDataset cached(quickstart(Split::Train, 2000));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&cached, t] {
+      for (size_t i = 0; i < cached.size(); ++i)
+        cached.get((i * 7 + static_cast<size_t>(t)) % 2000);
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_GE(cached.examples_drawn(), 2000u);
+  const size_t huge = SyntheticClassificationDataset::kMaxCacheBytes / (32 * sizeof(float)) + 1;
+  SyntheticClassificationDataset uncached(quickstart(Split::Train, huge));
+  EXPECT_FALSE(uncached.caches_examples());
+  for (size_t i : {0, 1, 999, 1999}) {
+    EXPECT_TRUE(torch::equal(cached.get(i).input, uncached.get(i).input)) << i;
+    EXPECT_TRUE(torch::equal(cached.get(i).target, uncached.get(i).target)) << i;
+  }
+  EXPECT_EQ(uncached.examples_drawn(), 8u);
 }
 
 TEST(SyntheticClassificationDataset, ClassesAreBalancedAndCentred) {

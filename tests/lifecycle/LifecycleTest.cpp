@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/TestUtil.hpp"
+#include "distributed/DistributedTestUtil.hpp"
 
 namespace fs = std::filesystem;
 using rh::test::quote;
@@ -511,6 +512,53 @@ TEST_F(LifecycleTest, AddingAHookBeforeResumingKeepsTheCheckpointHooksState) {
   EXPECT_FALSE(fs::exists(dir / "work/iter_3"));
   EXPECT_TRUE(fs::exists(dir / "work/iter_5"));
   EXPECT_TRUE(fs::exists(dir / "work/iter_6"));
+}
+
+// ---- Frozen parameters -------------------------------------------------------------
+
+TEST_F(LifecycleTest, FrozenParametersKeepTheirInitialValuesAndHaveNoOptimizerState) {
+  Job job;
+  job.val = false;
+  job.model =
+      "model: {type: mlp, in_features: 8, hidden: [16, 16], num_classes: 3, frozen: "
+      "[layers.0]}\n";
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 6}\n";
+  job.hooks = "  - {type: checkpoint, by_epoch: false, interval: 1}\n";
+  run_ok(job, "", "frozen");
+  Job free = job;
+  free.model = "model: {type: mlp, in_features: 8, hidden: [16, 16], num_classes: 3}\n";
+  run_ok(free, "", "free");
+  auto first = rh::test::read_safetensors(dir / "frozen/iter_1/model.safetensors");
+  auto last = rh::test::read_safetensors(dir / "frozen/iter_6/model.safetensors");
+  auto moved = rh::test::read_safetensors(dir / "free/iter_1/model.safetensors");
+  for (const char* name : {"layers.0.weight", "layers.0.bias"}) {
+    ASSERT_TRUE(last.count(name)) << name;
+    EXPECT_EQ(last.at(name), first.at(name)) << name << " changed while frozen";
+    EXPECT_NE(moved.at(name), first.at(name)) << name << " does not move even when trained";
+  }
+  EXPECT_NE(last.at("layers.1.weight"), first.at("layers.1.weight"));
+  const std::string optim = file_bytes(dir / "frozen/iter_6/optimizer.safetensors");
+  EXPECT_EQ(optim.find("layers.0."), std::string::npos);
+  EXPECT_NE(optim.find("layers.1.weight.momentum_buffer"), std::string::npos);
+}
+
+TEST_F(LifecycleTest, AFrozenPrefixThatMatchesNothingIsNamed) {
+  Job job;
+  job.val = false;
+  job.model =
+      "model: {type: mlp, in_features: 8, hidden: [16], num_classes: 3, frozen: [layers.0, "
+      "blocks.0]}\n";
+  auto r = run(job);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("model.frozen.1: 'blocks.0' matches no parameter of the model"));
+  EXPECT_THAT(r.output, HasSubstr("its top-level modules: layers, head"));
+  Job all = job;
+  all.model =
+      "model: {type: mlp, in_features: 8, hidden: [16], num_classes: 3, frozen: [layers, "
+      "head]}\n";
+  auto a = run(all);
+  EXPECT_NE(a.exit_code, 0) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("the model has no trainable parameter"));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Loading, handshake and refusal rules of the plugin host (DESIGN.md §2),
+// Loading, handshake and refusal rules of the plugin host (docs/architecture.md §2),
 // exercised with the ABI test plugins of tests/abi/plugins.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

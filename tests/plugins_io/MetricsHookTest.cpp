@@ -50,6 +50,10 @@ TEST_F(MetricsHookTest, DescribesItselfAndSubscribesToWhatItUses) {
   EXPECT_TRUE(hook->wants(RH_EVENT_AFTER_TEST_EPOCH));
   EXPECT_FALSE(hook->wants(RH_EVENT_AFTER_VAL_ITER));
   EXPECT_FALSE(hook->wants(RH_EVENT_BEFORE_RUN));
+  // Where it writes the lines it keeps.
+  for (rh_HookEvent e : {RH_EVENT_AFTER_TRAIN_EPOCH, RH_EVENT_AFTER_TRAIN,
+                         RH_EVENT_BEFORE_SAVE_CHECKPOINT, RH_EVENT_AFTER_RUN})
+    EXPECT_TRUE(hook->wants(e)) << "event " << e;
 }
 
 TEST_F(MetricsHookTest, ADryRunWritesNothing) {
@@ -57,8 +61,8 @@ TEST_F(MetricsHookTest, ADryRunWritesNothing) {
   EXPECT_FALSE(fs::exists(host_.work_dir()));
 }
 
-TEST_F(MetricsHookTest, WritesOneFlushedJsonLinePerEvent) {
-  auto hook = host_.create_hook("{type: metrics, interval: 2}");
+TEST_F(MetricsHookTest, WritesOneJsonLinePerEvent) {
+  auto hook = host_.create_hook("{type: metrics, interval: 2, flush_lines: 1}");
   train_iter(*hook, 0, 0, {{"loss", 0.5}, {"lr", 0.002}});  // iteration 1: off-interval
   EXPECT_FALSE(fs::exists(file()));
   train_iter(*hook, 0, 1, {{"loss", 0.43}, {"lr", 0.002}, {"time", 0.0123}});
@@ -81,7 +85,7 @@ TEST_F(MetricsHookTest, WritesOneFlushedJsonLinePerEvent) {
 }
 
 TEST_F(MetricsHookTest, WritesStrictJson) {
-  auto hook = host_.create_hook("{type: metrics}");
+  auto hook = host_.create_hook("{type: metrics, flush_lines: 1}");
   const double inf = std::numeric_limits<double>::infinity();
   train_iter(*hook, 0, 0,
              {{"loss", std::nan("")},
@@ -118,11 +122,66 @@ TEST_F(MetricsHookTest, AResumedRunAppends) {
 TEST_F(MetricsHookTest, ALineCutByACrashIsNotContinued) {
   fs::create_directories(host_.work_dir());
   std::ofstream(file()) << "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"lo";
-  auto hook = host_.create_hook("{type: metrics}");
+  auto hook = host_.create_hook("{type: metrics, flush_lines: 1}");
   train_iter(*hook, 0, 1, {{"loss", 2}});
   EXPECT_EQ(read_file(file()),
             "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"lo\n"
             "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 2, \"loss\": 2}\n");
+}
+
+// Lines are kept and written together: after flush_lines lines, and at each
+// point where a run may stop or be resumed from.
+TEST_F(MetricsHookTest, KeepsLinesUntilAFlushIsDue) {
+  auto hook = host_.create_hook("{type: metrics, flush_lines: 3, flush_seconds: 3600}");
+  auto line = [](int iter) {
+    return "{\"mode\": \"train\", \"epoch\": 0, \"iter\": " + std::to_string(iter) +
+           ", \"loss\": 1}\n";
+  };
+  train_iter(*hook, 0, 0, {{"loss", 1}});
+  train_iter(*hook, 0, 1, {{"loss", 1}});
+  EXPECT_TRUE(fs::exists(file()));  // opened at the first line: the file shows the run goes
+  EXPECT_EQ(read_file(file()), "");
+  train_iter(*hook, 0, 2, {{"loss", 1}});
+  std::string expected = line(1) + line(2) + line(3);
+  EXPECT_EQ(read_file(file()), expected);
+
+  int iter = 3;
+  for (rh_HookEvent flush_at : {RH_EVENT_AFTER_TRAIN_EPOCH, RH_EVENT_BEFORE_SAVE_CHECKPOINT,
+                                RH_EVENT_AFTER_TRAIN, RH_EVENT_AFTER_RUN}) {
+    train_iter(*hook, 0, iter, {{"loss", 1}});
+    EXPECT_EQ(read_file(file()), expected) << "event " << flush_at;
+    event_.metrics.clear();
+    ASSERT_EQ(event_.send(*hook, flush_at), "");
+    expected += line(++iter);
+    EXPECT_EQ(read_file(file()), expected) << "event " << flush_at;
+  }
+  // A val (test) line is written with the lines before it.
+  train_iter(*hook, 0, iter, {{"loss", 1}});
+  eval_epoch(*hook, RH_EVENT_AFTER_VAL_EPOCH, 1, iter + 1, {{"accuracy", 1}});
+  expected += line(iter + 1) +
+              "{\"mode\": \"val\", \"epoch\": 1, \"iter\": " + std::to_string(iter + 1) +
+              ", \"accuracy\": 1}\n";
+  EXPECT_EQ(read_file(file()), expected);
+}
+
+TEST_F(MetricsHookTest, WritesKeptLinesOnceTheOldestIsFlushSecondsOld) {
+  auto hook = host_.create_hook("{type: metrics, flush_lines: 1000, flush_seconds: 0}");
+  train_iter(*hook, 0, 0, {{"loss", 1}});
+  EXPECT_EQ(read_file(file()), "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"loss\": 1}\n");
+}
+
+// The host destroys its hooks when a run fails (the error unwinding through
+// the runner): the kept lines are written then. (End to end, with a hook
+// failing mid-epoch: HookFlushTest.)
+TEST_F(MetricsHookTest, DestroyingTheHookWritesTheKeptLines) {
+  {
+    auto hook = host_.create_hook("{type: metrics, flush_lines: 1000, flush_seconds: 3600}");
+    for (int i = 0; i < 5; ++i) train_iter(*hook, 0, i, {{"loss", 1}});
+    EXPECT_EQ(read_file(file()), "");
+  }
+  EXPECT_EQ(
+      read_file(file()).size(),
+      5 * std::string("{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"loss\": 1}\n").size());
 }
 
 TEST_F(MetricsHookTest, FileMayBeAbsoluteOrInASubdirectory) {
@@ -157,6 +216,10 @@ TEST_F(MetricsHookTest, RejectsBadConfig) {
               HasSubstr("hooks.0.interval: must be >= 1, got 0"));
   EXPECT_THAT(host_.create_hook_error("{type: metrics, file: ''}"),
               HasSubstr("hooks.0.file: must not be empty"));
+  EXPECT_THAT(host_.create_hook_error("{type: metrics, flush_lines: 0}"),
+              HasSubstr("hooks.0.flush_lines: must be >= 1, got 0"));
+  EXPECT_THAT(host_.create_hook_error("{type: metrics, flush_seconds: -1}"),
+              HasSubstr("hooks.0.flush_seconds: must be between 0 and 3600"));
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install_and_build_examples.sh <build_dir> <source_dir>
 #
-# DESIGN.md §2 rule 9: an out-of-tree plugin builds against the *installed*
+# docs/architecture.md §2 rule 9: an out-of-tree plugin builds against the *installed*
 # SDK with find_package(RunnerHostSDK) and nothing else from the source tree.
 #   1. cmake --install <build_dir> into a fresh prefix;
 #   2. configure each example of <source_dir>/examples with only

@@ -1,14 +1,15 @@
-// Communicator benchmark: forks N ranks (default 2) that join a gloo world on
-// 127.0.0.1 and time all_reduce, reduce_scatter and all_gather of float32
-// buffers of 1, 2, 4, ... 256 MiB (the all_reduce buffer, the reduce_scatter
-// input, the all_gather output). Each time is the slowest rank's, the median
-// of --reps runs after one warm-up. all_reduce is timed twice: over TCP (the
-// gloo ring, as between hosts) and through shared memory (what ranks of one
-// host use, ShmAllReduce.hpp). The rs/ar column is reduce_scatter time over
-// the TCP all_reduce time: a bandwidth-optimal reduce-scatter moves half of
-// what a ring all-reduce moves, so theory says about 0.5.
+// Communicator benchmark: forks N ranks (default 2) that join two gloo worlds
+// on 127.0.0.1, one over TCP (the gloo rings, as between hosts) and one
+// through shared memory (what ranks of one host use, ShmAllReduce.hpp), and
+// time all_reduce, reduce_scatter and all_gather of float32 buffers of 1, 16,
+// 64 and 256 MiB (the all_reduce buffer, the reduce_scatter input, the
+// all_gather output) on both. Each time is the slowest rank's; after one
+// warm-up of each, the two transports alternate (TCP first in even rounds,
+// shared memory first in odd ones, so that drift on a shared machine hits
+// both alike); the table gives the median of --reps rounds and the spread
+// (min-max) of each, and shm/tcp, the ratio of the medians.
 //
-//   rh_bench_comm [--ranks N] [--max-mib M] [--reps R] [--backend gloo]
+//   rh_bench_comm [--ranks N] [--sizes 1,16,64,256] [--reps R] [--backend gloo]
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/Communicator.hpp"
@@ -33,10 +35,27 @@ using rh::comm::ReduceOp;
 
 struct Options {
   int ranks = 2;
-  int max_mib = 256;
+  std::vector<int> sizes_mib{1, 16, 64, 256};
   int reps = 5;
   std::string backend = "gloo";
 };
+
+// "1,16,64" -> {1, 16, 64}; empty when malformed or a size is < 1.
+std::vector<int> parse_sizes(const std::string& text) {
+  std::vector<int> sizes;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    char* rest = nullptr;
+    const long v = std::strtol(item.c_str(), &rest, 10);
+    if (item.empty() || *rest != '\0' || v < 1 || v > 65536) return {};
+    sizes.push_back(static_cast<int>(v));
+    start = end + 1;
+  }
+  return sizes;
+}
 
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -69,13 +88,30 @@ double timed(Communicator& world, Op&& op) {
   return t[0];
 }
 
-template <class Op>
-double median_time(Communicator& world, int reps, Op&& op) {
-  timed(world, op);  // warm-up
+struct Times {
   std::vector<double> runs;
-  for (int i = 0; i < reps; ++i) runs.push_back(timed(world, op));
-  std::sort(runs.begin(), runs.end());
-  return runs[runs.size() / 2];
+  double median() const { return sorted()[runs.size() / 2]; }
+  double min() const { return sorted().front(); }
+  double max() const { return sorted().back(); }
+  std::vector<double> sorted() const {
+    std::vector<double> s = runs;
+    std::sort(s.begin(), s.end());
+    return s;
+  }
+};
+
+// One collective on both worlds: a warm-up each, then `reps` alternating rounds.
+template <class Op>
+std::pair<Times, Times> tcp_and_shm(Communicator& tcp, Communicator& shm, int reps, Op&& op) {
+  timed(tcp, [&] { op(tcp); });
+  timed(shm, [&] { op(shm); });
+  Times t, s;
+  for (int i = 0; i < reps; ++i) {
+    if (i % 2 == 0) t.runs.push_back(timed(tcp, [&] { op(tcp); }));
+    s.runs.push_back(timed(shm, [&] { op(shm); }));
+    if (i % 2 == 1) t.runs.push_back(timed(tcp, [&] { op(tcp); }));
+  }
+  return {t, s};
 }
 
 int run_rank(const Options& opt, int rank, int port, int shm_port) {
@@ -86,46 +122,55 @@ int run_rank(const Options& opt, int rank, int port, int shm_port) {
   o.timeout_s = 120;
   o.backend = opt.backend;
   o.shared_memory = false;
-  auto world = rh::comm::create_world(o);  // over TCP
+  auto tcp = rh::comm::create_world(o);
   o.master_port = shm_port;
   o.shared_memory = true;
-  auto shm_world = rh::comm::create_world(o);
+  auto shm = rh::comm::create_world(o);
   const size_t P = static_cast<size_t>(opt.ranks);
-  const size_t max_count = (size_t{1} << 20) * static_cast<size_t>(opt.max_mib) / sizeof(float);
+  const int max_mib = *std::max_element(opt.sizes_mib.begin(), opt.sizes_mib.end());
+  const size_t max_count = (size_t{1} << 20) * static_cast<size_t>(max_mib) / sizeof(float);
   std::vector<float> a(max_count, 1.0f / static_cast<float>(P));
   std::vector<float> b(max_count, 1.0f);
   if (rank == 0) {
-    std::printf(
-        "communicator benchmark: backend %s, %d ranks on 127.0.0.1, float32, median of %d\n",
-        opt.backend.c_str(), opt.ranks, opt.reps);
-    std::printf("all_reduce through %s next to it; rs/ar against the TCP all_reduce\n",
-                shm_world->all_reduce_transport().c_str());
-    std::printf("%9s %14s %14s %14s %8s %12s %14s %8s\n", "size MiB", "all_reduce ms",
-                "reduce_scat ms", "all_gather ms", "rs/ar", "ar algo GB/s", "ar shm ms", "shm/tcp");
+    std::printf("communicator benchmark: backend %s, %d ranks on 127.0.0.1, float32\n",
+                opt.backend.c_str(), opt.ranks);
+    std::printf("tcp: %s, shm: %s; ms of the slowest rank, median of %d [min-max]\n",
+                tcp->all_reduce_transport().c_str(), shm->all_reduce_transport().c_str(), opt.reps);
+    std::printf("%8s  %-14s %24s %24s %8s\n", "size MiB", "collective", "tcp ms", "shm ms",
+                "shm/tcp");
     std::fflush(stdout);
   }
-  for (int mib = 1; mib <= opt.max_mib; mib *= 2) {
+  auto cell = [](const Times& t) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.2f [%.2f-%.2f]", t.median() * 1e3, t.min() * 1e3,
+                  t.max() * 1e3);
+    return std::string(text);
+  };
+  for (int mib : opt.sizes_mib) {
     const size_t count = (size_t{1} << 20) * static_cast<size_t>(mib) / sizeof(float);
     const size_t part = count / P;
-    double ar = median_time(*world, opt.reps,
-                            [&] { world->all_reduce(floats(a, count), ReduceOp::Sum, false); });
-    double rs = median_time(*world, opt.reps, [&] {
-      world->reduce_scatter(floats(a, part * P), floats(b, part), ReduceOp::Sum, false);
-    });
-    double ag = median_time(
-        *world, opt.reps, [&] { world->all_gather(floats(b, part), floats(a, part * P), false); });
-    double shm = median_time(*shm_world, opt.reps, [&] {
-      shm_world->all_reduce(floats(a, count), ReduceOp::Sum, false);
-    });
+    const std::pair<const char*, std::pair<Times, Times>> rows[] = {
+        {"all_reduce", tcp_and_shm(*tcp, *shm, opt.reps,
+                                   [&](Communicator& c) {
+                                     c.all_reduce(floats(a, count), ReduceOp::Sum, false);
+                                   })},
+        {"reduce_scatter", tcp_and_shm(*tcp, *shm, opt.reps,
+                                       [&](Communicator& c) {
+                                         c.reduce_scatter(floats(a, part * P), floats(b, part),
+                                                          ReduceOp::Sum, false);
+                                       })},
+        {"all_gather", tcp_and_shm(*tcp, *shm, opt.reps, [&](Communicator& c) {
+           c.all_gather(floats(b, part), floats(a, part * P), false);
+         })}};
     if (rank == 0) {
-      std::printf("%9d %14.3f %14.3f %14.3f %8.3f %12.2f %14.3f %8.3f\n", mib, ar * 1e3, rs * 1e3,
-                  ag * 1e3, rs / ar, static_cast<double>(count * sizeof(float)) / ar / 1e9,
-                  shm * 1e3, shm / ar);
+      for (const auto& [name, times] : rows)
+        std::printf("%8d  %-14s %24s %24s %8.3f\n", mib, name, cell(times.first).c_str(),
+                    cell(times.second).c_str(), times.second.median() / times.first.median());
       std::fflush(stdout);
     }
   }
-  world->barrier();
-  shm_world->barrier();
+  tcp->barrier();
+  shm->barrier();
   return 0;
 }
 
@@ -144,20 +189,22 @@ int main(int argc, char** argv) {
     };
     if (arg == "--ranks")
       opt.ranks = std::atoi(next().c_str());
-    else if (arg == "--max-mib")
-      opt.max_mib = std::atoi(next().c_str());
+    else if (arg == "--sizes")
+      opt.sizes_mib = parse_sizes(next());
     else if (arg == "--reps")
       opt.reps = std::atoi(next().c_str());
     else if (arg == "--backend")
       opt.backend = next();
     else {
-      std::fprintf(stderr,
-                   "usage: rh_bench_comm [--ranks N] [--max-mib M] [--reps R] [--backend gloo]\n");
+      std::fprintf(
+          stderr,
+          "usage: rh_bench_comm [--ranks N] [--sizes 1,16,64,256] [--reps R] [--backend gloo]\n");
       return 2;
     }
   }
-  if (opt.ranks < 1 || opt.max_mib < 1 || opt.reps < 1) {
-    std::fprintf(stderr, "--ranks, --max-mib and --reps must be >= 1\n");
+  if (opt.ranks < 1 || opt.sizes_mib.empty() || opt.reps < 1) {
+    std::fprintf(stderr,
+                 "--ranks and --reps must be >= 1, --sizes a list of MiB >= 1 such as 1,16,64\n");
     return 2;
   }
   const int port = free_port();

@@ -171,22 +171,21 @@ class LoggerHook {
     bool end_of_run = false;
   };
 
-  Progress progress(const rh_RunState& s) const {
+  // The label is only built when asked for (a line or a bar is drawn), so
+  // an iteration without output allocates nothing.
+  Progress progress(const rh_RunState& s, bool with_label) const {
     Progress p;
     const int64_t per_epoch = s.max_epochs > 0 && s.max_iters > 0 && s.max_iters % s.max_epochs == 0
                                   ? s.max_iters / s.max_epochs
                                   : 0;
     p.end_of_epoch = per_epoch > 0 && s.inner_iter + 1 == per_epoch;
     p.end_of_run = s.max_iters > 0 && s.iter + 1 == s.max_iters;
-    if (by_epoch_ && s.max_epochs > 0) {
-      p.done = s.inner_iter + 1;
-      p.total = per_epoch;
-      p.label = "Epoch(train) [" + std::to_string(s.epoch + 1) + "][" + counter(p) + "]";
-    } else {
-      p.done = s.iter + 1;
-      p.total = s.max_iters;
-      p.label = "Iter(train) [" + counter(p) + "]";
-    }
+    const bool by_epoch = by_epoch_ && s.max_epochs > 0;
+    p.done = by_epoch ? s.inner_iter + 1 : s.iter + 1;
+    p.total = by_epoch ? per_epoch : s.max_iters;
+    if (!with_label) return p;
+    p.label = by_epoch ? "Epoch(train) [" + std::to_string(s.epoch + 1) + "][" + counter(p) + "]"
+                       : "Iter(train) [" + counter(p) + "]";
     return p;
   }
 
@@ -199,7 +198,7 @@ class LoggerHook {
     const rh_RunState& s = *e.state;
     const Clock::time_point now = Clock::now();
     for (size_t i = 0; i < e.num_metrics; ++i) {
-      const std::string name = rh::to_string(e.metrics[i].name);
+      const std::string_view name(e.metrics[i].name.data, e.metrics[i].name.size);
       const double v = e.metrics[i].value;
       add_to_window(name, v);
       if (name == "time") {
@@ -213,35 +212,41 @@ class LoggerHook {
       clock_start_iter_ = s.iter;
     }
 
-    const Progress p = progress(s);
+    const Progress p = progress(s, false);
     const bool line_due = p.done % interval_ == 0 || p.end_of_epoch || p.end_of_run;
     if (line_due) {
       report_ = fields(eta_seconds(s, now));
-      window_.clear();
+      clear_window();
     }
     if (!bar_) {
-      if (line_due) log(p.label + "  " + report_);
+      if (line_due) log(progress(s, true).label + "  " + report_);
       return;
     }
     const bool last = p.end_of_epoch || p.end_of_run;
     if (line_due || !bar_open_ || now - last_draw_ >= std::chrono::milliseconds(100)) {
-      draw_bar(p);
+      draw_bar(progress(s, true));
       last_draw_ = now;
     }
     if (last) end_bar_line();
   }
 
-  void add_to_window(const std::string& name, double v) {
+  // The window keeps its items (names) across lines, so the same metrics
+  // every iteration cost no allocation; an item not seen since the last line
+  // has count 0 and is not printed.
+  void add_to_window(std::string_view name, double v) {
     for (WindowItem& item : window_) {
       if (item.name == name) {
-        item.sum += v;
-        ++item.count;
+        item.sum = item.count == 0 ? v : item.sum + v;
         item.last = v;
-        item.max = std::max(item.max, v);
+        item.max = item.count == 0 ? v : std::max(item.max, v);
+        ++item.count;
         return;
       }
     }
-    window_.push_back({name, v, 1, v, v});
+    window_.push_back({std::string(name), v, 1, v, v});
+  }
+  void clear_window() {
+    for (WindowItem& item : window_) item.count = 0;
   }
 
   // Seconds left, or a negative value when not known yet.
@@ -264,14 +269,15 @@ class LoggerHook {
     std::vector<std::string> items;
     const auto mean = [](const WindowItem& w) { return w.sum / static_cast<double>(w.count); };
     for (const WindowItem& w : window_)
-      if (ends_with(w.name, "lr")) items.push_back(w.name + ": " + sci4(w.last));
+      if (w.count > 0 && ends_with(w.name, "lr")) items.push_back(w.name + ": " + sci4(w.last));
     if (eta >= 0) items.push_back("eta: " + format_eta(eta));
     for (const char* timing : {"time", "data_time"}) {
       for (const WindowItem& w : window_)
-        if (w.name == timing) items.push_back(w.name + ": " + fixed4(mean(w)));
+        if (w.count > 0 && w.name == timing) items.push_back(w.name + ": " + fixed4(mean(w)));
     }
     const WindowItem* memory = nullptr;
     for (const WindowItem& w : window_) {
+      if (w.count == 0) continue;
       if (w.name == "memory_mb") {
         memory = &w;
       } else if (!ends_with(w.name, "lr") && w.name != "time" && w.name != "data_time") {

@@ -6,6 +6,10 @@
 //     - type: metrics
 //       file: metrics.jsonl   # relative to work_dir (or an absolute path)
 //       interval: 1           # a train line every N iterations ((iter + 1) % N == 0)
+//       flush_lines: 100      # lines kept in memory before they are written (1: each
+//                             # line written at once)
+//       flush_seconds: 0.5    # ... or once the oldest kept line is this old (checked
+//                             # when a line is added)
 //
 // One JSON object per line, keys in this order, then the event's metrics in
 // the order the host sent them:
@@ -21,10 +25,18 @@
 //
 // The file is opened at the first line to write (a dry run, which creates
 // components and sends no events, writes nothing), in append mode: a resumed
-// run continues it. Each line goes out with one write(2), so it is in the
-// file when the event returns (a run that dies between lines leaves whole
-// lines; a cut last line is ended before the next run appends). Only rank 0
-// writes: one file per job, not N interleaved copies.
+// run continues it. Lines are kept in memory and written together (one
+// write(2) per flush rather than per iteration: on small models a write per
+// iteration cost more than the hook's own work): after flush_lines lines,
+// once the oldest is flush_seconds old, and always at the end of every train,
+// val and test epoch, before a checkpoint is saved (so a resume from it never
+// repeats lines that were lost), at after_train and after_run, and when the
+// hook is destroyed, which the host does also when the run fails with an
+// error (an exception unwinding through the runner). Only a process killed
+// outright (SIGKILL, a crash signal) loses lines: at most the last
+// flush_lines lines or flush_seconds. A run that dies mid-write leaves a cut
+// last line, which is ended before the next run appends. Only rank 0 writes:
+// one file per job, not N interleaved copies.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,6 +44,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -44,6 +57,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
 
 void append_json_string(std::string& out, std::string_view s) {
   static const char* kHex = "0123456789abcdef";
@@ -62,6 +76,12 @@ void append_json_string(std::string& out, std::string_view s) {
     }
   }
   out += '"';
+}
+
+void append_integer(std::string& out, int64_t v) {
+  char buf[24];
+  auto result = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, result.ptr);
 }
 
 void append_json_number(std::string& out, double v) {
@@ -83,9 +103,26 @@ class MetricsHook {
     interval_ = cfg.get<int64_t>("interval", 1);
     if (interval_ < 1)
       cfg.child("interval").throw_error("must be >= 1, got " + std::to_string(interval_));
+    flush_lines_ = cfg.get<int64_t>("flush_lines", 100);
+    if (flush_lines_ < 1)
+      cfg.child("flush_lines").throw_error("must be >= 1, got " + std::to_string(flush_lines_));
+    const double flush_seconds = cfg.get<double>("flush_seconds", 0.5);
+    if (!(flush_seconds >= 0) || flush_seconds > 3600)
+      cfg.child("flush_seconds")
+          .throw_error("must be between 0 and 3600, got " + std::to_string(flush_seconds));
+    flush_after_ =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flush_seconds));
     path_ = fs::path(rh::to_string(args.work_dir)) / file;  // an absolute `file` wins
   }
+  // Also reached when the run fails: the host destroys its hooks while the
+  // error unwinds. A destructor cannot report through the run, so a failed
+  // last write is logged.
   ~MetricsHook() {
+    try {
+      flush();
+    } catch (const std::exception& e) {
+      rh::log(host_, context_, RH_LOG_ERROR, e.what());
+    }
     if (fd_ >= 0) ::close(fd_);
   }
   MetricsHook(const MetricsHook&) = delete;
@@ -93,7 +130,10 @@ class MetricsHook {
 
   uint64_t event_mask() const {
     return RH_EVENT_BIT(RH_EVENT_AFTER_TRAIN_ITER) | RH_EVENT_BIT(RH_EVENT_AFTER_VAL_EPOCH) |
-           RH_EVENT_BIT(RH_EVENT_AFTER_TEST_EPOCH);
+           RH_EVENT_BIT(RH_EVENT_AFTER_TEST_EPOCH) |
+           // Only to flush what is kept:
+           RH_EVENT_BIT(RH_EVENT_AFTER_TRAIN_EPOCH) | RH_EVENT_BIT(RH_EVENT_AFTER_TRAIN) |
+           RH_EVENT_BIT(RH_EVENT_BEFORE_SAVE_CHECKPOINT) | RH_EVENT_BIT(RH_EVENT_AFTER_RUN);
   }
 
   void on_event(const rh_HookEventArgs& e) {
@@ -106,9 +146,17 @@ class MetricsHook {
         break;
       case RH_EVENT_AFTER_VAL_EPOCH:
         write_line("val", e.state->epoch, e.state->iter, e);  // epochs, iterations done
+        flush();
         break;
       case RH_EVENT_AFTER_TEST_EPOCH:
         write_line("test", e.state->epoch, e.state->iter, e);
+        flush();
+        break;
+      case RH_EVENT_AFTER_TRAIN_EPOCH:
+      case RH_EVENT_AFTER_TRAIN:
+      case RH_EVENT_BEFORE_SAVE_CHECKPOINT:
+      case RH_EVENT_AFTER_RUN:
+        flush();
         break;
       default:
         break;
@@ -116,27 +164,46 @@ class MetricsHook {
   }
 
  private:
+  // Appends one line to pending_ (no allocation once pending_ and seen_ have
+  // grown to their working size), then flushes when one is due.
   void write_line(const char* mode, int64_t epochs, int64_t iters, const rh_HookEventArgs& e) {
-    std::string line = "{\"mode\": ";
+    if (fd_ < 0) open_file();  // at the first line: the file exists while the run goes
+    if (pending_lines_ == 0) oldest_pending_ = Clock::now();
+    std::string& line = pending_;
+    line += "{\"mode\": ";
     append_json_string(line, mode);
-    line += ", \"epoch\": " + std::to_string(epochs);
-    line += ", \"iter\": " + std::to_string(iters);
-    std::vector<std::string_view> seen = {"mode", "epoch", "iter"};
+    line += ", \"epoch\": ";
+    append_integer(line, epochs);
+    line += ", \"iter\": ";
+    append_integer(line, iters);
+    seen_.assign({"mode", "epoch", "iter"});
     for (size_t i = 0; i < e.num_metrics; ++i) {
       const std::string_view name(e.metrics[i].name.data, e.metrics[i].name.size);
-      if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+      if (std::find(seen_.begin(), seen_.end(), name) != seen_.end()) {
         warn_skipped(name);
         continue;
       }
-      seen.push_back(name);
+      seen_.push_back(name);
       line += ", ";
       append_json_string(line, name);
       line += ": ";
       append_json_number(line, e.metrics[i].value);
     }
     line += "}\n";
-    if (fd_ < 0) open_file();
-    write_all(line);
+    ++pending_lines_;
+    if (pending_lines_ >= flush_lines_ || Clock::now() - oldest_pending_ >= flush_after_) flush();
+  }
+
+  // Writes the kept lines. On a failed write they are dropped (the error
+  // stops the run, and the destructor must not report the same error again).
+  void flush() {
+    if (pending_.empty()) return;
+    std::string text;
+    text.swap(pending_);
+    pending_lines_ = 0;
+    write_all(text);
+    text.clear();
+    pending_.swap(text);  // keep the capacity for the next lines
   }
 
   void warn_skipped(std::string_view name) {
@@ -186,7 +253,13 @@ class MetricsHook {
   rh_Context* context_;
   fs::path path_;
   int64_t interval_ = 1;
+  int64_t flush_lines_ = 100;
+  Clock::duration flush_after_{};
   int fd_ = -1;
+  std::string pending_;  // whole lines not yet written
+  int64_t pending_lines_ = 0;
+  Clock::time_point oldest_pending_;
+  std::vector<std::string_view> seen_;  // the keys of the line being written
   std::vector<std::string> warned_;
 };
 

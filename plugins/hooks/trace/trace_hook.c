@@ -1,6 +1,6 @@
 /* trace_hook.c — the `trace` hook: records every lifecycle event to a text
  * file, one line per event, so tests can compare a run's event sequence with
- * a golden one (DESIGN.md §3).
+ * a golden one (docs/architecture.md §3).
  *
  * This file is also the example of a plugin written in plain C (C11, no
  * extensions) for third parties: it uses nothing but the SDK's C headers and

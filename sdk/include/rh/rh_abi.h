@@ -5,7 +5,7 @@
  * times, with other compilers. Nothing C++ crosses (no exceptions, RTTI, STL);
  * tensors cross as DLPack (dlpack/dlpack.h).
  *
- * Rules (DESIGN.md §2), stated once here and relied on everywhere:
+ * Rules (docs/architecture.md §2), stated once here and relied on everywhere:
  *  - Versioning: RH_ABI_VERSION_MAJOR changes on removal/reorder/retype (the
  *    host refuses another major); MINOR changes when something is appended
  *    (the host accepts plugins built with an older or newer minor).
@@ -29,7 +29,7 @@
  *   1.2  rh_ModelApi: Model_BindGrad (a gradient that lives in the
  *        strategy's memory, e.g. a bucket: no copy back after reducing).
  *   1.3  rh_SetupEnvArgs: rank_device (the host's one rule for a rank's
- *        CUDA device), local_world_size, node_rank.
+ *        CUDA device), local_world_size, node_rank; rh_CreateArgs: job_dir.
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_

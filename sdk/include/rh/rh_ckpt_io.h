@@ -1,6 +1,6 @@
 /* rh_ckpt_io.h — checkpoint storage: how a state dict becomes files.
  *
- * The host owns the checkpoint protocol (DESIGN.md §6): it creates the
+ * The host owns the checkpoint protocol (docs/architecture.md §6): it creates the
  * temporary directory `<name>.tmp-<id>/`, asks the checkpoint-IO component to
  * write each state dict into it, writes meta.json, and publishes the
  * directory by an atomic rename once every rank's files are durable. A

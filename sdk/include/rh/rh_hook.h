@@ -1,7 +1,7 @@
 /* rh_hook.h — lifecycle hooks: code that runs at fixed points of a run.
  *
  * A hook observes the run (logging, metrics export, tracing) and may act at
- * its fixed points (checkpointing). The host owns the lifecycle (DESIGN.md §3)
+ * its fixed points (checkpointing). The host owns the lifecycle (docs/architecture.md §3)
  * and calls each hook instance at the events it subscribed to, in ascending
  * priority (0 = first, 100 = last; equal priorities keep the job file order),
  * on every rank and for every strategy.

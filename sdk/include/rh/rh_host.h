@@ -239,8 +239,12 @@ typedef struct rh_CreateArgs {
   const rh_ConfigNode* config; /* the component's YAML subtree (never NULL) */
   rh_StringView type_name;     /* the `type:` that selected this component */
   rh_StringView work_dir;      /* the job's work_dir (absolute; may not exist yet) */
+  /* 1.3. The job file's directory (absolute): where relative paths in the
+   * component's config start, as for the host's own keys. Owned by the host,
+   * valid until Destroy. */
+  rh_StringView job_dir;
 } rh_CreateArgs;
-#define RH_CREATE_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_CreateArgs, work_dir)
+#define RH_CREATE_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_CreateArgs, job_dir)
 
 #ifdef __cplusplus
 } /* extern "C" */

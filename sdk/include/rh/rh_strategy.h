@@ -2,7 +2,7 @@
  * communicate.
  *
  * The host owns the torch model, autograd, the optimizer and the schedulers
- * and runs one documented lifecycle (DESIGN.md §3). A strategy declares the
+ * and runs one documented lifecycle (docs/architecture.md §3). A strategy declares the
  * few points where it differs (rh_StrategyTraits) and implements the steps
  * that are its own: setting up the process environment, wrapping the model
  * (registering gradient and unit callbacks, replacing parameter storage with

@@ -5,7 +5,9 @@
 //   helper_hook      hook; `threshold` (double >= 0, default 1.0), `fail`
 //                    (bool, default false: true makes Create fail with
 //                    RH_ERROR_INVALID_ARGUMENT "HelperHook asked to fail");
-//                    subscribes to before_run/after_run only; priority 30.
+//                    subscribes to before_run/after_run only; priority 30;
+//                    `log_dirs` (bool): logs "work_dir <w>, job_dir <j>" at
+//                    Create, as rh_CreateArgs gives them (job_dir: ABI 1.3).
 //   helper_strategy  strategy; SetupEnv picks the CPU.
 //   helper_io        checkpoint IO; Save and Load fail with
 //                    RH_ERROR_UNIMPLEMENTED.
@@ -22,6 +24,12 @@ class HelperHook {
     rh::Config cfg(args.host, args.config);
     threshold_ = cfg.get<double>("threshold", 1.0);
     bool fail = cfg.get<bool>("fail", false);
+    if (cfg.get<bool>("log_dirs", false)) {
+      std::string line = "work_dir " + std::string(args.work_dir.data, args.work_dir.size);
+      if (RH_STRUCT_HAS(&args, rh_CreateArgs, job_dir))
+        line += ", job_dir " + std::string(args.job_dir.data, args.job_dir.size);
+      args.host->Log(args.context, RH_LOG_INFO, line.data(), line.size());
+    }
     if (fail) throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "HelperHook asked to fail");
     if (threshold_ < 0) cfg.child("threshold").throw_error("must be >= 0");
   }

@@ -1,0 +1,336 @@
+#include "lifecycle/RunCheckpoints.hpp"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+
+#include "checkpoint/CheckpointStore.hpp"
+#include "checkpoint/TensorDict.hpp"
+#include "config/ConfigNode.hpp"
+#include "lifecycle/HookDispatcher.hpp"
+#include "lifecycle/World.hpp"
+#include "model/Model.hpp"
+#include "optim/OptimWrapper.hpp"
+#include "plugins/ComponentFactory.hpp"
+#include "plugins/HostError.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rh::lifecycle {
+namespace {
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+void check(const host::StrategyInstance& s, const char* step, rh_Error* err) {
+  host::throw_if_error(err, s.what() + " " + step);
+}
+
+}  // namespace
+
+RunCheckpoints::RunCheckpoints(const config::Node& job, const RunnerOptions& opt,
+                               checkpoint::CheckpointStore& store, World& world,
+                               HookDispatcher& hooks, host::StrategyInstance& strategy,
+                               std::string checkpoint_io_type)
+    : job_(job),
+      opt_(opt),
+      store_(store),
+      world_(world),
+      hooks_(hooks),
+      strategy_(strategy),
+      checkpoint_io_type_(std::move(checkpoint_io_type)) {}
+
+// ---- Save ----------------------------------------------------------------------
+
+void RunCheckpoints::save(const std::string& name, const RunProgress& progress, model::Model& model,
+                          optim::OptimWrapper& optim, c10::Device device) {
+  const fs::path dir = store_.work_dir() / name;
+  const int rank = world_.rank();
+  const int world_size = world_.size();
+  rh_StateDict model_dict, optim_dict, state_dict;
+  std::string tensors_json;
+  const bool writer = rank == 0;  // only the writer builds CPU copies
+  auto add_model = [&](const std::vector<model::NamedTensor>& list) {
+    for (const auto& t : list) {
+      checkpoint::put_tensor(model_dict, t.name, t.tensor);
+      std::ostringstream shape;
+      shape << t.tensor.sizes();
+      tensors_json += (tensors_json.empty() ? "" : ", ") + std::string("\"") + json_escape(t.name) +
+                      "\": {\"shape\": \"" + shape.str() + "\", \"dtype\": \"" +
+                      std::string(c10::toString(t.tensor.scalar_type())) + "\"}";
+    }
+  };
+  if (writer) {
+    add_model(model.named_parameters());
+    add_model(model.named_buffers());
+    for (const auto& t : optim.state_tensors())
+      checkpoint::put_tensor(optim_dict, t.name, t.tensor);
+  }
+  checkpoint::put_text(state_dict, "loop",
+                       "{\"epochs_done\": " + std::to_string(progress.epochs_done) +
+                           ", \"iters_done\": " + std::to_string(progress.iters_done) +
+                           ", \"inner_done\": " + std::to_string(progress.inner_done) +
+                           ", \"world_size\": " + std::to_string(world_size) + "}");
+  // Every rank's generators (they differ with diff_rank_seed, and dropout
+  // draws from them): rows of (world_size, state bytes).
+  at::Tensor cpu_rng = world_.gather_rows(at::detail::getDefaultCPUGenerator().get_state());
+  if (writer) checkpoint::put_tensor(state_dict, "rng.cpu", cpu_rng);
+  if (device.is_cuda()) {
+    at::Tensor cuda_rng =
+        world_.gather_rows(at::globalContext().defaultGenerator(device).get_state());
+    if (writer) checkpoint::put_tensor(state_dict, "rng.cuda", cuda_rng);
+  }
+  const auto& vt = strategy_.vtable();
+  if (vt.StateExport) {
+    rh_StateDict own;
+    check(strategy_, "StateExport", vt.StateExport(strategy_.handle(), &own));
+    for (auto& [key, e] : own.entries) state_dict.entries["strategy." + key] = std::move(e);
+  }
+  hooks_.before_save(state_dict, dir.string());
+  const std::string meta =
+      "{\n  \"format_version\": 1,\n  \"runner\": \"runner-host " + opt_.runner_version +
+      "\",\n  \"name\": \"" + json_escape(name) +
+      "\",\n  \"epoch\": " + std::to_string(progress.epochs_done) +
+      ",\n  \"iter\": " + std::to_string(progress.iters_done) +
+      ",\n  \"world_size\": " + std::to_string(world_size) + ",\n  \"strategy\": \"" +
+      json_escape(strategy_.type()) + "\",\n  \"checkpoint_io\": \"" +
+      json_escape(checkpoint_io_type_) +
+      "\",\n  \"files\": [\"model\", \"optimizer\", \"state\"],\n  \"tensors\": {" + tensors_json +
+      "},\n  \"config\": \"" + json_escape(opt_.config_yaml) + "\"\n}\n";
+  // Rank 0 writes (every rank holds the same state under ddp); all ranks
+  // learn whether it worked, so none goes on past a failed save.
+  rh_ErrorCode code = RH_ERROR_OK;
+  std::string failure;
+  if (writer) {
+    try {
+      store_.save(
+          name, {{"model", &model_dict}, {"optimizer", &optim_dict}, {"state", &state_dict}}, meta);
+    } catch (const host::HostError& e) {
+      code = e.code();
+      failure = e.what();
+    } catch (const std::exception& e) {
+      code = RH_ERROR_IO;
+      failure = e.what();
+    }
+  }
+  code = static_cast<rh_ErrorCode>(world_.broadcast_int(static_cast<int64_t>(code)));
+  if (!writer && code != RH_ERROR_OK)
+    failure = "rank 0 failed to save checkpoint '" + name + "' (its log says why)";
+  if (code != RH_ERROR_OK) throw host::HostError(code, failure);
+  last_saved_iter_ = progress.iters_done;
+  spdlog::info("saved checkpoint {}", dir.string());
+  hooks_.after_save(dir.string());
+}
+
+// ---- Which checkpoint to resume from ---------------------------------------------
+
+std::optional<fs::path> RunCheckpoints::find_resume() {
+  const int rank = world_.rank();
+  std::optional<fs::path> dir;
+  std::string message;  // rank 0 -> all: "" (none), "ok\n<digest>\n<path>", "error"
+  std::exception_ptr rank0_error;
+  if (rank == 0) {
+    try {
+      dir = choose_resume();
+      if (dir) message = "ok\n" + store_.meta_digest(*dir) + "\n" + dir->string();
+    } catch (...) {
+      rank0_error = std::current_exception();
+      message = "error";
+    }
+  }
+  if (world_.size() <= 1) {
+    if (rank0_error) std::rethrow_exception(rank0_error);
+    return dir;
+  }
+  message = world_.broadcast_string(message);
+  if (rank0_error) std::rethrow_exception(rank0_error);
+  if (message == "error")
+    throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                          "rank 0 could not choose a checkpoint to resume from (its log says why)");
+  if (message.empty()) return std::nullopt;
+  const size_t a = message.find('\n'), b = message.find('\n', a + 1);
+  const std::string digest = message.substr(a + 1, b - a - 1);
+  const fs::path chosen = message.substr(b + 1);
+  std::string mine;
+  if (rank != 0) {
+    try {
+      const std::string seen = store_.meta_digest(chosen);
+      if (seen != digest)
+        mine = "rank " + std::to_string(rank) + " sees a different checkpoint at " +
+               chosen.string() + " than rank 0 (meta.json digest " + seen + ", rank 0 has " +
+               digest + ")";
+    } catch (const std::exception& e) {
+      mine = "rank " + std::to_string(rank) + " cannot read the checkpoint rank 0 resumes from, " +
+             chosen.string() + ": " + e.what();
+    }
+  }
+  const std::vector<bool> failed = world_.gather_flags(!mine.empty());
+  std::string failed_ranks;
+  for (size_t r = 0; r < failed.size(); ++r)
+    if (failed[r]) failed_ranks += (failed_ranks.empty() ? "" : ", ") + std::to_string(r);
+  if (!failed_ranks.empty())
+    throw host::HostError(
+        RH_ERROR_FAILED_PRECONDITION,
+        (mine.empty() ? "rank(s) " + failed_ranks + " cannot resume from " + chosen.string() +
+                            " (their logs say why)"
+                      : mine) +
+            "; every rank must see rank 0's work_dir (a shared file system) to resume");
+  return chosen;
+}
+
+// `resume:` true/'auto' -> the newest valid checkpoint of work_dir; a path ->
+// that checkpoint, which must be valid.
+std::optional<fs::path> RunCheckpoints::choose_resume() {
+  const config::Node* r = job_.find("resume");
+  if (r == nullptr || r->is_null()) return std::nullopt;
+  const std::string value = r->as_string();
+  if (value == "false" || value == "False") return std::nullopt;
+  if (value == "true" || value == "True" || value == "auto") {
+    std::vector<std::string> skipped;
+    auto dir = store_.find_resumable(&skipped);
+    for (const auto& s : skipped) spdlog::warn("resume: skipping invalid checkpoint {}", s);
+    if (!dir)
+      spdlog::info("resume: no checkpoint in {}; starting from scratch",
+                   store_.work_dir().string());
+    return dir;
+  }
+  fs::path dir = fs::path(value).is_relative() ? opt_.job_dir / value : fs::path(value);
+  std::string why = store_.verify(dir);
+  if (!why.empty())
+    throw config::ConfigError(r->location(), r->path(),
+                              "cannot resume from " + dir.string() + ": " + why);
+  return dir;
+}
+
+// ---- Load ------------------------------------------------------------------------
+
+void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::path>& resume_dir) {
+  std::vector<model::NamedTensor> targets = model.named_parameters();
+  for (auto& b : model.named_buffers()) targets.push_back(b);
+  if (resume_dir) {
+    rh_StateDict dict;
+    store_.load(*resume_dir, "model", dict);
+    checkpoint::LoadReport report = checkpoint::load_into(dict, "", targets);
+    if (!report.ok())
+      throw host::HostError(
+          RH_ERROR_FAILED_PRECONDITION,
+          "checkpoint " + resume_dir->string() + " does not match the model:" + report.str());
+    spdlog::info("resume: loaded model weights from {}", resume_dir->string());
+    return;
+  }
+  const config::Node* lf = job_.find("load_from");
+  if (lf == nullptr || lf->is_null()) return;
+  const config::Node* path_node = lf->is_map() ? lf->find("path") : lf;
+  const bool strict = lf->is_map() && lf->find("strict") ? lf->find("strict")->as_bool() : true;
+  fs::path path = path_node->as_string();
+  if (path.is_relative()) path = opt_.job_dir / path;
+  // A checkpoint directory (its model file) or a single weights file.
+  fs::path dir = path, stem = "model";
+  if (!fs::is_directory(path)) {
+    dir = path.parent_path();
+    stem = path.stem();
+  }
+  if (!fs::exists(path))
+    throw config::ConfigError(path_node->location(), path_node->path(),
+                              "no such file or directory: " + path.string());
+  rh_StateDict dict;
+  store_.load(dir, stem.string(), dict);
+  checkpoint::LoadReport report = checkpoint::load_into(dict, "", targets);
+  if (!report.ok()) {
+    if (strict || !report.mismatched.empty())
+      throw host::HostError(
+          RH_ERROR_FAILED_PRECONDITION,
+          "load_from " + path.string() + " does not match the model:" + report.str());
+    spdlog::warn("load_from {} (strict: false):{}", path.string(), report.str());
+  }
+  spdlog::info("loaded weights from {}", path.string());
+}
+
+RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& optim,
+                                   c10::Device device) {
+  rh_StateDict optim_dict;
+  resumed_state_ = rh_StateDict{};
+  rh_StateDict& state_dict = resumed_state_;
+  store_.load(dir, "optimizer", optim_dict);
+  store_.load(dir, "state", state_dict);
+  std::vector<model::NamedTensor> optim_state;
+  for (const auto& [key, e] : optim_dict.entries)
+    if (e.is_tensor) optim_state.push_back({key, checkpoint::get_tensor(optim_dict, key)});
+  optim.load_state_tensors(optim_state);
+  YAML::Node loop = YAML::Load(checkpoint::get_text(state_dict, "loop"));
+  // The data position counts batches of this world's sampler split: with
+  // another world size it would name other samples.
+  // (Checkpoints written before the world size was recorded are not checked.)
+  const int64_t world_size = world_.size();
+  const int64_t saved_world = loop["world_size"] ? loop["world_size"].as<int64_t>() : world_size;
+  if (saved_world != world_size)
+    throw host::HostError(
+        RH_ERROR_FAILED_PRECONDITION,
+        "cannot resume from " + dir.string() + ": it was written by a world of " +
+            std::to_string(saved_world) + " rank(s), this run has " + std::to_string(world_size) +
+            " (resuming needs the same world size; load_from: <checkpoint> starts from its "
+            "weights instead)");
+  RunProgress p;
+  p.epochs_done = loop["epochs_done"].as<int64_t>();
+  p.iters_done = loop["iters_done"].as<int64_t>();
+  p.inner_done = loop["inner_done"].as<int64_t>();
+  // This rank's row of the generators' states (a 1-D state: a checkpoint of
+  // runner-host 0.1, which saved rank 0's for every rank).
+  auto row = [&](const char* key) {
+    at::Tensor t = checkpoint::get_tensor(state_dict, key);
+    return (t.dim() == 2 ? t[world_.rank()] : t).contiguous().clone();
+  };
+  at::Generator rng = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+  {
+    std::lock_guard<std::mutex> lock(rng.mutex());
+    rng.set_state(row("rng.cpu"));
+  }
+  if (device.is_cuda() && state_dict.entries.count("rng.cuda") != 0) {
+    at::Generator cuda_rng = at::globalContext().defaultGenerator(device);
+    std::lock_guard<std::mutex> lock(cuda_rng.mutex());
+    cuda_rng.set_state(row("rng.cuda"));
+  }
+  return p;
+}
+
+void RunCheckpoints::finish_resume(const fs::path& dir) {
+  hooks_.after_load(resumed_state_, dir.string());
+  const auto& vt = strategy_.vtable();
+  if (vt.StateImport) {
+    rh_StateDict own;
+    for (const auto& [key, e] : resumed_state_.entries)
+      if (key.rfind("strategy.", 0) == 0) own.entries[key.substr(9)] = e;
+    check(strategy_, "StateImport", vt.StateImport(strategy_.handle(), &own));
+  }
+  resumed_state_ = rh_StateDict{};
+}
+
+}  // namespace rh::lifecycle

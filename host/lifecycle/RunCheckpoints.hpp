@@ -1,0 +1,83 @@
+// The run's checkpoints (docs/architecture.md, "Checkpoints"): what a save
+// holds and how every rank takes part in it, which checkpoint a run resumes
+// from (chosen by rank 0, confirmed by every rank), and loading weights
+// (resume or load_from) and the rest of the state (optimizer, loop counters,
+// every rank's generators, hooks', the strategy's). *When* to save is the
+// runner's business (hooks ask; accumulation windows and stop signals defer).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "lifecycle/Runner.hpp"
+#include "plugins/StateDict.hpp"
+
+namespace rh::checkpoint {
+class CheckpointStore;
+}
+namespace rh::model {
+class Model;
+}
+namespace rh::optim {
+class OptimWrapper;
+}
+
+namespace rh::lifecycle {
+
+class HookDispatcher;
+class World;
+
+// What a checkpoint records of the loop: what has been done.
+struct RunProgress {
+  int64_t epochs_done = 0;  // finished (data) epochs
+  int64_t iters_done = 0;   // train iterations
+  int64_t inner_done = 0;   // batches done in the current epoch
+};
+
+class RunCheckpoints {
+ public:
+  RunCheckpoints(const config::Node& job, const RunnerOptions& opt,
+                 checkpoint::CheckpointStore& store, World& world, HookDispatcher& hooks,
+                 host::StrategyInstance& strategy, std::string checkpoint_io_type);
+
+  // The checkpoint every rank resumes from (`resume:`), or nullopt: rank 0
+  // chooses and verifies it (checksums, once) and broadcasts its path and
+  // its meta.json digest; every other rank checks that it sees exactly that
+  // one, or every rank throws, naming the ranks that cannot.
+  std::optional<std::filesystem::path> find_resume();
+  // Model weights from the resume checkpoint (strict), else from load_from.
+  void load_weights(model::Model& model, const std::optional<std::filesystem::path>& resume_dir);
+  // Saves checkpoint `name` (every rank calls it; rank 0 writes and every
+  // rank learns whether that worked). Throws HostError when it did not.
+  void save(const std::string& name, const RunProgress& progress, model::Model& model,
+            optim::OptimWrapper& optim, c10::Device device);
+  // Resume, part 1: the optimizer state, the loop counters and this rank's
+  // generators. The caller then applies its schedulers and run state.
+  RunProgress resume(const std::filesystem::path& dir, optim::OptimWrapper& optim,
+                     c10::Device device);
+  // Resume, part 2: after_load_checkpoint (the hooks' state), then the
+  // strategy's StateImport.
+  void finish_resume(const std::filesystem::path& dir);
+
+  // The iteration of the last successful save (-1: none yet).
+  int64_t last_saved_iter() const { return last_saved_iter_; }
+
+ private:
+  std::optional<std::filesystem::path> choose_resume();  // rank 0
+
+  const config::Node& job_;
+  const RunnerOptions& opt_;
+  checkpoint::CheckpointStore& store_;
+  World& world_;
+  HookDispatcher& hooks_;
+  host::StrategyInstance& strategy_;
+  std::string checkpoint_io_type_;
+  rh_StateDict resumed_state_;  // between resume() and finish_resume()
+  int64_t last_saved_iter_ = -1;
+};
+
+}  // namespace rh::lifecycle

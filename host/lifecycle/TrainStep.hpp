@@ -1,0 +1,63 @@
+// One optimisation step (docs/architecture.md, "The train step"): batch ->
+// forward -> loss -> backward (the strategy's gradient hooks run inside) ->
+// strategy sync -> optimizer step, with gradient accumulation windows.
+//
+// Shapes: B = batch, C = classes, T = tokens, V = vocabulary.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace rh::data {
+struct Batch;
+}
+namespace rh::host {
+class StrategyInstance;
+}
+namespace rh::model {
+class Model;
+}
+namespace rh::optim {
+class OptimWrapper;
+}
+
+namespace rh::lifecycle {
+
+class World;
+
+// Where a batch falls in its gradient-accumulation window: windows of
+// `accumulative_counts` batches start at the epoch's start and are cut short
+// by the end of the epoch or (iteration-based training) by max_iters; the
+// loss is divided by the window's real length (MMEngine's rule).
+struct AccumulationWindow {
+  int64_t length = 1;      // batches in this window
+  bool last_batch = true;  // this batch ends it: the optimizer steps
+};
+// `inner_done`/`iters_done`: batches done in the epoch / in the run before
+// this one; `max_iters` 0 for epoch-based training.
+AccumulationWindow accumulation_window(int64_t accumulative_counts, int64_t inner_done,
+                                       int64_t batches_per_epoch, int64_t iters_done,
+                                       int64_t max_iters);
+
+struct StepResult {
+  double loss = 0;          // mean over ranks
+  double grad_norm = -1;    // before clipping; -1 when the optimizer did not step
+  int ranks_signalled = 0;  // ranks that had a stop signal when the step began
+};
+
+class TrainStep {
+ public:
+  TrainStep(model::Model& model, optim::OptimWrapper& optim, host::StrategyInstance& strategy,
+            World& world, c10::Device device);
+  StepResult run(const data::Batch& batch, AccumulationWindow window, bool stop_signalled);
+
+ private:
+  model::Model& model_;
+  optim::OptimWrapper& optim_;
+  host::StrategyInstance& strategy_;
+  World& world_;
+  c10::Device device_;
+};
+
+}  // namespace rh::lifecycle

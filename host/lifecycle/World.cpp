@@ -1,0 +1,219 @@
+#include "lifecycle/World.hpp"
+
+#include <ATen/DLConvertor.h>
+#include <spdlog/spdlog.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "comm/Communicator.hpp"
+#include "comm/RankDevice.hpp"
+#include "launch/Launcher.hpp"
+#include "launch/WorkerEnv.hpp"
+#include "lifecycle/JobKeys.hpp"
+#include "model/Model.hpp"
+#include "plugins/HostApi.hpp"
+#include "plugins/HostError.hpp"
+
+namespace rh::lifecycle {
+namespace {
+
+comm::Buffer buffer(const at::Tensor& t) {
+  const DLDevice dev =
+      t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.get_device())} : DLDevice{kDLCPU, 0};
+  return comm::Buffer{t.data_ptr(), static_cast<size_t>(t.numel()), at::getDLDataType(t), dev};
+}
+
+}  // namespace
+
+// ---- PendingMean -------------------------------------------------------------
+
+PendingMean::PendingMean(at::Tensor value, std::shared_ptr<comm::Work> work)
+    : value_(std::move(value)), work_(std::move(work)) {}
+PendingMean::PendingMean(at::Tensor scalar, bool stop_signalled)
+    : value_(std::move(scalar)), local_signalled_(stop_signalled ? 1 : 0) {}
+PendingMean::PendingMean(PendingMean&&) noexcept = default;
+
+PendingMean::~PendingMean() {
+  if (!work_) return;
+  try {
+    work_->wait();
+  } catch (...) {  // the step's own error is the one to report
+  }
+}
+
+std::pair<double, int> PendingMean::get() {
+  if (local_signalled_ >= 0) return {value_.item<double>(), local_signalled_};
+  if (work_) std::exchange(work_, nullptr)->wait();
+  at::Tensor v = value_.cpu();
+  return {v[0].item<double>(), static_cast<int>(std::lround(v[1].item<double>()))};
+}
+
+// ---- World -------------------------------------------------------------------
+
+World::World(const config::Node& job, host::HostServices& services, bool needs_comm)
+    : services_(services) {
+  const launch::DistEnv env = launch::dist_env_from_environment();
+  local_rank_ = env.local_rank;
+  local_world_size_ = env.local_world_size;
+  node_rank_ = env.node_rank;
+  // The one rule for this rank's GPU (comm/RankDevice.hpp), shared with the
+  // nccl communicator and handed to the strategy.
+  const int visible =
+      torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  try {
+    const int cuda_index = comm::rank_cuda_device(env.rank, env.local_rank, visible);
+    if (cuda_index >= 0) rank_device_ = DLDevice{kDLCUDA, cuda_index};
+  } catch (const std::runtime_error& e) {
+    throw host::HostError(RH_ERROR_FAILED_PRECONDITION, e.what());
+  }
+  if (env.world_size <= 1 && !needs_comm) return;
+
+  comm::RendezvousOptions o;
+  if (env.source != "none") {
+    o.rank = env.rank;
+    o.world_size = env.world_size;
+    o.local_rank = env.local_rank;
+    o.master_addr = env.master_addr;
+    o.master_port = env.master_port;
+  } else {
+    o.master_port = launch::pick_free_port(o.master_addr);  // one process: any free port
+  }
+  o.timeout_s = job_value<double>(job, "dist.timeout_s", 300.0);
+  const std::string backend = job_value<std::string>(job, "dist.backend", "auto");
+  o.backend = backend == "auto" ? (torch::cuda::is_available() ? "nccl" : "gloo") : backend;
+  o.shared_memory = job_value<bool>(job, "dist.shared_memory", true);
+  comm_ = comm::create_world(o);
+  comm_device_ =
+      o.backend == "nccl" && rank_device_.device_type == kDLCUDA
+          ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank_device_.device_id))
+          : c10::Device(c10::kCPU);
+  rank_ = comm_->rank();
+  size_ = comm_->size();
+  comm_->set_step_description([this] {
+    rh_RunState s = services_.run_state();
+    const char* mode = s.mode == RH_MODE_TRAIN ? "train" : s.mode == RH_MODE_VAL ? "val" : "test";
+    return "at " + std::string(mode) + " epoch " + std::to_string(s.epoch) + " iteration " +
+           std::to_string(s.iter);
+  });
+  comm::install_comm_api(services_, comm_.get());
+  launch::configure_rank_logging(rank_);  // only rank 0 logs at info unless RH_LOG_ALL_RANKS=1
+  spdlog::info("rendezvous: rank {} of {} ({} backend, all_reduce through {})", rank_, size_,
+               o.backend, comm_->all_reduce_transport());
+  handle_ = services_.api()->Comm_World(services_.new_context("runner-host", "runner"));
+}
+
+World::~World() {
+  if (!comm_) return;
+  comm::install_comm_api(services_, nullptr);
+  comm_.reset();
+}
+
+at::Tensor World::on_comm_device(const at::Tensor& t) const { return t.to(comm_device_); }
+
+void World::sync_initial_weights(model::Model& model) {
+  if (size_ <= 1) return;
+  std::vector<model::NamedTensor> tensors = model.named_parameters();
+  for (auto& b : model.named_buffers()) tensors.push_back(b);
+  std::string signature;
+  for (const auto& t : tensors) {
+    std::ostringstream line;
+    line << t.name << " " << c10::toString(t.tensor.scalar_type()) << " " << t.tensor.sizes()
+         << "\n";
+    signature += line.str();
+  }
+  // Gather every rank's signature: lengths first, then the padded bytes.
+  at::Tensor lengths = gather_rows(torch::tensor({static_cast<int64_t>(signature.size())}));
+  const int64_t max_len = lengths.max().item<int64_t>();
+  at::Tensor mine = torch::zeros({max_len}, torch::kUInt8);
+  std::memcpy(mine.data_ptr(), signature.data(), signature.size());
+  at::Tensor all = gather_rows(mine);
+  auto text_of = [&](int r) {
+    const char* p = static_cast<const char*>(all[r].data_ptr());
+    return std::string(p, static_cast<size_t>(lengths[r][0].item<int64_t>()));
+  };
+  const std::string reference = text_of(0);
+  for (int r = 1; r < size_; ++r) {
+    const std::string other = text_of(r);
+    if (other == reference) continue;
+    std::istringstream a(reference), b(other);
+    std::string la, lb;
+    while (true) {
+      const bool ha = static_cast<bool>(std::getline(a, la));
+      const bool hb = static_cast<bool>(std::getline(b, lb));
+      if (!ha || !hb || la != lb)
+        throw host::HostError(
+            RH_ERROR_FAILED_PRECONDITION,
+            "rank " + std::to_string(r) +
+                " built a different model than rank 0; first difference: rank 0 has '" +
+                (ha ? la : std::string("(no more tensors)")) + "', rank " + std::to_string(r) +
+                " has '" + (hb ? lb : std::string("(no more tensors)")) + "'");
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& t : tensors) comm_->broadcast(buffer(t.tensor), 0, false)->wait();
+}
+
+at::Tensor World::gather_rows(const at::Tensor& bytes) {
+  at::Tensor mine = bytes.contiguous().reshape({1, -1});
+  if (size_ <= 1) return mine.clone();
+  at::Tensor send = on_comm_device(mine);
+  at::Tensor all = on_comm_device(at::empty({size_, mine.size(1)}, mine.options()));
+  comm_->all_gather(buffer(send), buffer(all), false)->wait();
+  return all.cpu();
+}
+
+int64_t World::broadcast_int(int64_t value) {
+  if (size_ <= 1) return value;
+  at::Tensor t = on_comm_device(torch::tensor({value}, torch::kLong));
+  comm_->broadcast(buffer(t), 0, false)->wait();
+  return t.cpu().item<int64_t>();
+}
+
+std::string World::broadcast_string(const std::string& text) {
+  if (size_ <= 1) return text;
+  const int64_t n = broadcast_int(static_cast<int64_t>(text.size()));
+  if (n == 0) return "";
+  at::Tensor bytes = torch::zeros({n}, torch::kUInt8);
+  if (rank_ == 0) std::memcpy(bytes.data_ptr(), text.data(), text.size());
+  bytes = on_comm_device(bytes);
+  comm_->broadcast(buffer(bytes), 0, false)->wait();
+  bytes = bytes.cpu();
+  return std::string(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(n));
+}
+
+std::vector<bool> World::gather_flags(bool mine) {
+  at::Tensor flags =
+      gather_rows(torch::tensor({static_cast<uint8_t>(mine ? 1 : 0)}, torch::kUInt8));
+  std::vector<bool> out(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) out[static_cast<size_t>(r)] = flags[r][0].item<uint8_t>() != 0;
+  return out;
+}
+
+void World::sum(at::Tensor& totals) {
+  if (size_ <= 1) return;
+  at::Tensor t = on_comm_device(totals);
+  comm_->all_reduce(buffer(t), comm::ReduceOp::Sum, false)->wait();
+  totals = t.cpu();
+}
+
+PendingMean World::start_mean(const at::Tensor& scalar, bool stop_signalled) {
+  if (size_ <= 1) return {scalar.detach(), stop_signalled};
+  // A copy (the collective writes it in place), read without a device sync
+  // until get(); alone, it stays where it is (a move to the CPU here would
+  // wait for the GPU before backward is even queued). Whether this rank has
+  // a stop signal rides in a second element as size (or 0): its mean is the
+  // number of ranks that have one, exact in double.
+  at::Tensor t = at::empty({2}, scalar.options().dtype(at::kDouble));
+  t.narrow(0, 0, 1).copy_(scalar.detach().reshape({1}));
+  t.narrow(0, 1, 1).fill_(stop_signalled ? static_cast<double>(size_) : 0.0);
+  t = on_comm_device(t);
+  auto work = comm_->all_reduce(buffer(t), comm::ReduceOp::Avg, true);
+  return {std::move(t), std::move(work)};
+}
+
+}  // namespace rh::lifecycle
