@@ -13,6 +13,7 @@ PACKAGES=(
   binutils                # nm, for the exported-symbol test
   protobuf-compiler libprotobuf-dev  # the tensorboard hook's event files
   python3-protobuf python3-matplotlib  # tools/plot_metrics.py and the event-file reader test
+  clang libfuzzer-14-dev  # tools/fuzz.sh: the libFuzzer targets
 )
 
 missing=()

@@ -69,7 +69,16 @@ std::string cli_help() {
 CliOptions parse_cli(int argc, const char* const* argv) {
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(describe()).run(), vm);
+    // `parsed` points into the description: it must outlive store().
+    const po::options_description description = describe();
+    const po::parsed_options parsed =
+        po::command_line_parser(argc, argv).options(description).run();
+    // A word that is no option (`--set a=1 b=2`: b=2) would be dropped
+    // without a word by boost when no positional options are declared.
+    for (const std::string& word : po::collect_unrecognized(parsed.options, po::include_positional))
+      throw std::runtime_error("unexpected argument '" + word +
+                               "' (each --set takes one key=value: --set a=1 --set b=2)");
+    po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw std::runtime_error(e.what());

@@ -1,11 +1,13 @@
 #include "config/YamlReader.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 namespace rh::config {
@@ -106,21 +108,52 @@ class Converter {
   size_t nodes_ = 0;
 };
 
+// Where each document of a stream starts, without building it.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks;
+  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 }  // namespace
 
 NodePtr parse_yaml(const std::string& text, const std::string& file) {
-  std::vector<YAML::Node> documents;
+  // Count the documents first, in a bounded loop: yaml-cpp 0.7's LoadAll
+  // loops forever, allocating, on some malformed input (",", or a stray '}'
+  // after it: yaml-cpp issue #1040, fixed upstream by PR #1319), where the
+  // parser returns the same empty document again without moving on.
+  DocumentStarts starts;
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (starts.marks.size() < 3 && parser.HandleNextDocument(starts)) {
+      const size_t n = starts.marks.size();
+      if (n >= 2 && starts.marks[n - 1].pos <= starts.marks[n - 2].pos)
+        throw ConfigError(to_location(starts.marks[n - 1], file), "",
+                          "YAML syntax error: the parser cannot read on from here (a stray ',', "
+                          "'}' or ']'?)");
+    }
+    if (starts.marks.size() > 1)
+      throw ConfigError(to_location(starts.marks[1], file), "",
+                        "expected one YAML document, found " +
+                            std::string(starts.marks.size() > 2 ? "more than 2" : "2") +
+                            " (remove the '---' separators or split the file)");
+    document = YAML::Load(text);  // the one document
   } catch (const YAML::Exception& e) {
     throw ConfigError(to_location(e.mark, file), "", "YAML syntax error: " + e.msg);
   }
-  if (documents.size() > 1) {
-    throw ConfigError(to_location(documents[1].Mark(), file), "",
-                      "expected one YAML document, found " + std::to_string(documents.size()) +
-                          " (remove the '---' separators or split the file)");
-  }
-  const YAML::Node document = documents.empty() ? YAML::Node() : documents.front();
   NodePtr root = Converter(file).convert(document, "", 0, nullptr);
   root->assign_paths();
   return root;

@@ -223,6 +223,10 @@ std::optional<fs::path> RunCheckpoints::choose_resume() {
     return dir;
   }
   fs::path dir = fs::path(value).is_relative() ? opt_.job_dir / value : fs::path(value);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw config::ConfigError(r->location(), r->path(),
+                              "cannot resume from " + dir.string() + ": no such directory");
   std::string why = store_.verify(dir);
   if (!why.empty())
     throw config::ConfigError(r->location(), r->path(),
@@ -253,14 +257,19 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
   fs::path path = path_node->as_string();
   if (path.is_relative()) path = opt_.job_dir / path;
   // A checkpoint directory (its model file) or a single weights file.
-  fs::path dir = path, stem = "model";
-  if (!fs::is_directory(path)) {
-    dir = path.parent_path();
-    stem = path.stem();
-  }
   if (!fs::exists(path))
     throw config::ConfigError(path_node->location(), path_node->path(),
                               "no such file or directory: " + path.string());
+  fs::path dir = path, stem = "model";
+  if (!fs::is_directory(path)) {
+    // (Another checkpoint IO plugin names its own files.)
+    if (checkpoint_io_type_ == "safetensors" && path.extension() != ".safetensors")
+      throw config::ConfigError(path_node->location(), path_node->path(),
+                                path.string() +
+                                    " is neither a checkpoint folder nor a .safetensors file");
+    dir = path.parent_path();
+    stem = path.stem();
+  }
   rh_StateDict dict;
   store_.load(dir, stem.string(), dict);
   checkpoint::LoadReport report = checkpoint::load_into(dict, "", targets);

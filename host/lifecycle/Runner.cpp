@@ -6,6 +6,7 @@
 // Shapes: B = batch, C = classes, T = tokens, V = vocabulary.
 #include "lifecycle/Runner.hpp"
 
+#include <ATen/DLConvertor.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "checkpoint/CheckpointStore.hpp"
@@ -22,6 +24,7 @@
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/HookDispatcher.hpp"
+#include "lifecycle/IterationMetrics.hpp"
 #include "lifecycle/JobKeys.hpp"
 #include "lifecycle/ModelAccess.hpp"
 #include "lifecycle/RunCheckpoints.hpp"
@@ -126,6 +129,9 @@ struct Runner::State {
   std::unique_ptr<optim::OptimWrapper> optim;
   std::unique_ptr<optim::ParamSchedulers> schedulers;
   std::unique_ptr<TrainStep> step;
+  // With OptimizerParams: each optimizer tensor's gradient, in the strategy's
+  // memory (bound as the tensor's grad before every step).
+  std::vector<at::Tensor> strategy_grads;
   TrainConfig train_cfg;
   RunProgress progress;  // what has been done: what a checkpoint records
 
@@ -192,7 +198,8 @@ struct Runner::State {
                    progress.epochs_done, progress.iters_done);
     }
     // 11-13. Hooks around the loops.
-    step = std::make_unique<TrainStep>(*model, *optim, *c.strategy, *world, device);
+    step = std::make_unique<TrainStep>(*model, *optim, *c.strategy, *world, device,
+                                       std::move(strategy_grads));
     enable_checkpoints();
     set_state(RH_MODE_TRAIN, progress.epochs_done, progress.iters_done, progress.inner_done);
     hooks.fire(RH_EVENT_BEFORE_RUN);
@@ -242,12 +249,17 @@ struct Runner::State {
     const int64_t first_iter = p.iters_done;
     const int64_t batches = static_cast<int64_t>(train_loader->batches_per_epoch());
     launch::StopSignalScope accept_stop_signals;  // SIGTERM/SIGUSR1: stop at a boundary
+    IterationMetrics iteration_metrics;           // throughput, current RSS, CUDA memory
     while (!train_done()) {
       if (train_cfg.by_epoch) hooks.fire(RH_EVENT_BEFORE_TRAIN_EPOCH);
       train_loader->start_epoch(p.epochs_done, static_cast<size_t>(p.inner_done));
       while (!train_done()) {
         auto t0 = Clock::now();
-        std::optional<data::Batch> batch = train_loader->next();
+        std::optional<data::Batch> batch;
+        {
+          RECORD_USER_SCOPE("rh::data");  // a named range in a profiler trace
+          batch = train_loader->next();
+        }
         if (!batch) break;
         const double data_time = seconds_since(t0);
         set_state(RH_MODE_TRAIN, p.epochs_done, p.iters_done, p.inner_done);
@@ -264,13 +276,18 @@ struct Runner::State {
         if (!mid_window) run_deferred_checkpoint_ops();
         schedulers->apply(p.iters_done, p.epochs_done);  // the next iteration's lr
         Metrics metrics;
-        metrics.reserve(8);
+        metrics.reserve(12);
         metrics.push_back({"loss", r.loss});
         metrics.push_back({"lr", lr});
         if (r.grad_norm >= 0) metrics.push_back({"grad_norm", r.grad_norm});
-        metrics.push_back({"time", seconds_since(t0)});
+        const double iter_s = seconds_since(t0);
+        metrics.push_back({"time", iter_s});
         metrics.push_back({"data_time", data_time});
         metrics.push_back({"memory_mb", peak_memory_mb()});
+        // Language models count tokens (B x T), the others samples (B).
+        const bool lm = model->task() == model::Task::LanguageModel;
+        iteration_metrics.add(metrics, lm ? batch->input.numel() : batch->input.size(0), lm, iter_s,
+                              world->size(), device);
         for (auto& m : services.take_metrics()) metrics.push_back(std::move(m));
         set_state(RH_MODE_TRAIN, p.epochs_done, p.iters_done - 1,
                   p.inner_done - 1);  // the iteration that ran
@@ -404,15 +421,72 @@ struct Runner::State {
 
   void build_optimizer() {
     std::vector<optim::OptimParam> params;
-    for (auto& p : model->named_parameters()) {
-      if (!p.tensor.requires_grad()) continue;
-      params.push_back({p.name, p.tensor, is_norm_param(p.name)});
+    if (c.strategy->vtable().OptimizerParams != nullptr) {
+      params = strategy_optimizer_params();
+    } else {
+      for (auto& p : model->named_parameters()) {
+        if (!p.tensor.requires_grad()) continue;
+        params.push_back({p.name, p.tensor, is_norm_param(p.name)});
+      }
     }
     if (params.empty())
       throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
                             "the model has no trainable parameter (every parameter has "
                             "requires_grad false): nothing to train; use --mode val or test");
     optim = std::make_unique<optim::OptimWrapper>(*job.find("optim_wrapper"), std::move(params));
+  }
+
+  // The tensors a strategy has the optimizer update (OptimizerParams: e.g.
+  // its shards), each with the tensor where the strategy leaves its
+  // gradient; the train step binds those before every optimizer step.
+  std::vector<optim::OptimParam> strategy_optimizer_params() {
+    struct Collected {
+      std::vector<optim::OptimParam> params;
+      std::vector<at::Tensor> grads;
+      std::set<std::string> names;
+    } collected;
+    auto add = [](void* user_data, const rh_OptimParam* p) -> rh_Error* {
+      return host::guard_entry("OptimizerParams add", [&]() -> rh_Error* {
+        auto& out = *static_cast<Collected*>(user_data);
+        auto bad = [](const std::string& what) {
+          throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "OptimizerParams: " + what);
+        };
+        if (p == nullptr || p->struct_size < RH_OPTIM_PARAM_STRUCT_SIZE)
+          bad("a parameter record is NULL or smaller than rh_OptimParam 1.0");
+        // Ownership passes to the host even when this add() fails: the
+        // deleters run when these tensors go.
+        at::Tensor value = p->param ? at::fromDLPack(p->param) : at::Tensor();
+        at::Tensor grad = p->grad ? at::fromDLPack(p->grad) : at::Tensor();
+        const std::string name(p->name.data == nullptr ? "" : p->name.data, p->name.size);
+        if (name.empty()) bad("a parameter without a name");
+        if (!value.defined() || !grad.defined())
+          bad("'" + name + "' has no param or no grad tensor");
+        if (!out.names.insert(name).second) bad("'" + name + "' given twice");
+        if (value.sizes() != grad.sizes() || value.scalar_type() != grad.scalar_type() ||
+            value.device() != grad.device())
+          bad("'" + name + "': its grad tensor differs from the param in shape, dtype or device");
+        out.params.push_back({name, value, is_norm_param(name)});
+        out.grads.push_back(grad);
+        return nullptr;
+      });
+    };
+    rh_OptimParamSink sink{RH_OPTIM_PARAM_SINK_STRUCT_SIZE, &collected, add};
+    check(*c.strategy, "OptimizerParams",
+          c.strategy->vtable().OptimizerParams(c.strategy->handle(), &sink));
+    // Clipping by the norm needs every rank's share of it, which the ABI has
+    // no entry for yet: refused rather than clipped by this rank's share.
+    const config::Node* clip = find_key(job, "optim_wrapper.clip_grad");
+    if (clip != nullptr && !clip->is_null())
+      throw config::ConfigError(
+          clip->location(), clip->path(),
+          c.strategy->what() +
+              " hands the optimizer its own tensors (OptimizerParams); clip_grad with such a "
+              "strategy needs the global gradient norm over all ranks, which this host does "
+              "not support yet");
+    strategy_grads = std::move(collected.grads);
+    spdlog::info("optimizer over {} tensor(s) given by {}", collected.params.size(),
+                 c.strategy->what());
+    return std::move(collected.params);
   }
 
   void auto_scale_lr() {

@@ -1,5 +1,6 @@
 #include "lifecycle/TrainStep.hpp"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -30,35 +31,68 @@ AccumulationWindow accumulation_window(int64_t n, int64_t inner_done, int64_t ba
 }
 
 TrainStep::TrainStep(model::Model& model, optim::OptimWrapper& optim,
-                     host::StrategyInstance& strategy, World& world, c10::Device device)
-    : model_(model), optim_(optim), strategy_(strategy), world_(world), device_(device) {}
+                     host::StrategyInstance& strategy, World& world, c10::Device device,
+                     std::vector<at::Tensor> strategy_grads)
+    : model_(model),
+      optim_(optim),
+      strategy_(strategy),
+      world_(world),
+      device_(device),
+      strategy_grads_(std::move(strategy_grads)) {}
 
 StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window,
                           bool stop_signalled) {
   const bool step = window.last_batch;
   model_.train(true);
-  at::Tensor input = batch.input.to(device_);    // (B, F) / (B, 3, H, W) / (B, T)
-  at::Tensor target = batch.target.to(device_);  // (B) / (B, T)
-  at::Tensor logits = model_.forward(input);     // (B, C) / (B, T, V)
-  at::Tensor loss = Evaluator::loss(model_.task(), logits, target);
+  // Named ranges (RECORD_USER_SCOPE): the phases in a profiler trace (hook
+  // `profiler`); without a profiler each costs a check of the callbacks.
+  at::Tensor input, target, loss;
+  {
+    RECORD_USER_SCOPE("rh::forward");
+    input = batch.input.to(device_);            // (B, F) / (B, 3, H, W) / (B, T)
+    target = batch.target.to(device_);          // (B) / (B, T)
+    at::Tensor logits = model_.forward(input);  // (B, C) / (B, T, V)
+    loss = Evaluator::loss(model_.task(), logits, target);
+  }
   // The logged loss is the mean over ranks: its all-reduce runs while we do
   // backward and the step (read at the end, no round trip of its own; every
   // rank issues it here, before the strategy's collectives). It also carries
   // this rank's stop signal, so all ranks learn of one together.
   PendingMean mean_loss = world_.start_mean(loss, stop_signalled);
   const auto& vt = strategy_.vtable();
-  if (vt.BeforeBackward)
-    check(strategy_, "BeforeBackward", vt.BeforeBackward(strategy_.handle(), step ? 1 : 0));
-  (window.length == 1 ? loss : loss / static_cast<double>(window.length)).backward();
-  if (vt.SyncGradients)
+  {
+    RECORD_USER_SCOPE("rh::backward");
+    if (vt.BeforeBackward)
+      check(strategy_, "BeforeBackward", vt.BeforeBackward(strategy_.handle(), step ? 1 : 0));
+    (window.length == 1 ? loss : loss / static_cast<double>(window.length)).backward();
+  }
+  if (vt.SyncGradients) {
+    RECORD_USER_SCOPE("rh::sync");
     check(strategy_, "SyncGradients", vt.SyncGradients(strategy_.handle(), step ? 1 : 0));
+  }
   StepResult result;
   if (step) {
-    result.grad_norm = optim_.step();
-    if (vt.AfterOptimizerStep)
+    // The strategy's gradients are its memory: bound (not copied) as the
+    // optimizer tensors' grads; zero_grad drops only the binding.
+    if (!strategy_grads_.empty()) optim_.bind_grads(strategy_grads_);
+    {
+      RECORD_USER_SCOPE("rh::optimizer_step");
+      result.grad_norm = optim_.step();
+    }
+    if (vt.AfterOptimizerStep) {
+      RECORD_USER_SCOPE("rh::after_optimizer_step");
       check(strategy_, "AfterOptimizerStep", vt.AfterOptimizerStep(strategy_.handle()));
+    }
+    RECORD_USER_SCOPE("rh::zero_grad");
     optim_.zero_grad();
+    // The optimizer's tensors are the strategy's; the model's own gradients
+    // (what backward wrote, what SyncGradients read) are dropped here, as
+    // zero_grad drops them when the optimizer holds the model's parameters.
+    if (!strategy_grads_.empty())
+      for (auto& p : model_.named_parameters())
+        if (p.tensor.grad().defined()) p.tensor.mutable_grad() = at::Tensor();
   }
+  RECORD_USER_SCOPE("rh::loss_mean");  // waits for the logged loss's all-reduce
   const auto [mean, ranks_signalled] = mean_loss.get();
   result.loss = mean;
   result.ranks_signalled = ranks_signalled;

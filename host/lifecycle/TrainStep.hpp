@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace rh::data {
 struct Batch;
@@ -48,8 +49,11 @@ struct StepResult {
 
 class TrainStep {
  public:
+  // `strategy_grads`: with a strategy that gives the optimizer its own
+  // tensors (OptimizerParams), each one's gradient in the strategy's memory,
+  // in the optimizer's parameter order; empty otherwise.
   TrainStep(model::Model& model, optim::OptimWrapper& optim, host::StrategyInstance& strategy,
-            World& world, c10::Device device);
+            World& world, c10::Device device, std::vector<at::Tensor> strategy_grads = {});
   StepResult run(const data::Batch& batch, AccumulationWindow window, bool stop_signalled);
 
  private:
@@ -58,6 +62,7 @@ class TrainStep {
   host::StrategyInstance& strategy_;
   World& world_;
   c10::Device device_;
+  std::vector<at::Tensor> strategy_grads_;
 };
 
 }  // namespace rh::lifecycle

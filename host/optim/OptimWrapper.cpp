@@ -350,6 +350,13 @@ void OptimWrapper::zero_grad() {
   }
 }
 
+void OptimWrapper::bind_grads(const std::vector<at::Tensor>& grads) {
+  if (grads.size() != params_.size())
+    throw std::invalid_argument("bind_grads: " + std::to_string(grads.size()) + " gradients for " +
+                                std::to_string(params_.size()) + " parameters");
+  for (size_t i = 0; i < grads.size(); ++i) params_[i].param.mutable_grad() = grads[i];
+}
+
 std::vector<model::NamedTensor> OptimWrapper::state_tensors() const {
   std::vector<model::NamedTensor> out;
   const Kind kind = kind_of(*optimizer_);

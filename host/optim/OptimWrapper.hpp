@@ -71,6 +71,9 @@ class OptimWrapper {
   // Resets every grad to undefined (set_to_none, as PyTorch 2 and MMEngine),
   // on every LibTorch version.
   void zero_grad();
+  // Makes grads[i] the gradient of parameter i (constructor order), without
+  // a copy: a strategy's gradient memory (OptimizerParams).
+  void bind_grads(const std::vector<at::Tensor>& grads);
 
   // Checkpoint state: "<param name>.<field>" -> CPU contiguous copies.
   //   Adam/AdamW: step (0-d int64), exp_avg, exp_avg_sq, and max_exp_avg_sq

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <regex>
 #include <set>
+#include <type_traits>
 
 #include "plugins/HostApi.hpp"
 #include "plugins/HostError.hpp"
@@ -86,12 +87,23 @@ void require(const void* fn, const std::string& what, const char* entry) {
 }
 
 Component read_component(const rh_Component& c, Plugin* plugin) {
-  Component out{c.kind, view(c.type_name), view(c.description), rh_HookVtable{}, plugin};
-  std::string what = std::string(kind_name(c.kind)) + " '" + out.type_name + "'";
+  // The plugin may have written any 32 bits into `kind`: reading them as the
+  // enum before checking is undefined behaviour (found by tests/fuzz), so
+  // read the raw bits first.
+  std::underlying_type_t<rh_ComponentKind> raw_kind;
+  static_assert(sizeof raw_kind == sizeof c.kind);
+  std::memcpy(&raw_kind, &c.kind, sizeof raw_kind);
+  std::string type_name = view(c.type_name);
+  if (raw_kind != RH_COMPONENT_STRATEGY && raw_kind != RH_COMPONENT_HOOK &&
+      raw_kind != RH_COMPONENT_CHECKPOINT_IO)
+    refuse("component '" + type_name + "' has unknown kind " + std::to_string(raw_kind));
+  const auto kind = static_cast<rh_ComponentKind>(raw_kind);
+  Component out{kind, std::move(type_name), view(c.description), rh_HookVtable{}, plugin};
+  std::string what = std::string(kind_name(kind)) + " '" + out.type_name + "'";
   if (!std::regex_match(out.type_name, type_name_pattern()))
     refuse("component type name '" + out.type_name + "' is not a valid identifier");
   if (c.vtable == nullptr) refuse(what + ": vtable is NULL");
-  switch (c.kind) {
+  switch (kind) {
     case RH_COMPONENT_STRATEGY: {
       auto v = copy_vtable<rh_StrategyVtable>(c.vtable, RH_STRUCT_SIZE(rh_StrategyVtable, SetupEnv),
                                               what);
@@ -116,13 +128,77 @@ Component read_component(const rh_Component& c, Plugin* plugin) {
       out.vtable = v;
       break;
     }
-    default:
-      refuse("component '" + out.type_name + "' has unknown kind " + std::to_string(c.kind));
   }
   return out;
 }
 
 }  // namespace
+
+std::unique_ptr<Plugin> read_plugin_info(const rh_PluginInfo* info, const NativeTag& host_tag) {
+  if (info == nullptr)
+    refuse(RH_PLUGIN_ENTRY_SYMBOL "() returned NULL: the plugin declines ABI " +
+           std::to_string(RH_ABI_VERSION_MAJOR) + "." + std::to_string(RH_ABI_VERSION_MINOR));
+
+  // struct_size first: the version fields must lie inside what the plugin
+  // filled before they are read (they come right after it in every major).
+  const size_t min_version = RH_STRUCT_SIZE(rh_PluginInfo, abi_minor);
+  if (info->struct_size < min_version)
+    refuse("rh_PluginInfo.struct_size is " + std::to_string(info->struct_size) +
+           ", too small to hold the ABI version (at least " + std::to_string(min_version) + ")");
+  auto plugin = std::make_unique<Plugin>();
+  plugin->abi_major = info->abi_major;
+  plugin->abi_minor = info->abi_minor;
+  std::string host_abi =
+      std::to_string(RH_ABI_VERSION_MAJOR) + "." + std::to_string(RH_ABI_VERSION_MINOR);
+  if (info->abi_major != RH_ABI_VERSION_MAJOR) {
+    refuse("built for runner-host ABI " + std::to_string(info->abi_major) + "." +
+           std::to_string(info->abi_minor) + " but this host speaks ABI " + host_abi +
+           " (the major versions must match): rebuild the plugin against SDK " +
+           std::to_string(RH_ABI_VERSION_MAJOR) + ".x");
+  }
+  const size_t min_info = RH_STRUCT_SIZE(rh_PluginInfo, num_components);
+  if (info->struct_size < min_info) {
+    refuse("rh_PluginInfo.struct_size is " + std::to_string(info->struct_size) +
+           ", smaller than the ABI 1.0 minimum " + std::to_string(min_info));
+  }
+  plugin->name = view(info->name);
+  plugin->version = view(info->version);
+  if (plugin->name.empty()) refuse("the plugin has no name");
+
+  const rh_NativeTag& tag = info->native_tag;
+  if (tag.struct_size < RH_NATIVE_TAG_STRUCT_SIZE)
+    refuse("rh_NativeTag.struct_size " + std::to_string(tag.struct_size) + " is too small");
+  plugin->tag = NativeTag{view(tag.torch_version), view(tag.device), tag.cxx11_abi};
+  if (plugin->tag.links_torch() && !(plugin->tag == host_tag)) {
+    refuse("native ABI tag mismatch: the plugin was built against " + plugin->tag.str() +
+           " but the host uses " + host_tag.str() +
+           "; rebuild the plugin against the host's LibTorch");
+  }
+
+  if (info->num_components == 0 || info->components == nullptr)
+    refuse("the plugin provides no components");
+  const size_t stride = info->components[0].struct_size;
+  if (stride < RH_COMPONENT_STRUCT_SIZE)
+    refuse("rh_Component.struct_size " + std::to_string(stride) +
+           " is smaller than the ABI 1.0 minimum " + std::to_string(RH_COMPONENT_STRUCT_SIZE));
+  // The array's elements are struct_size apart: a size that is not a
+  // multiple of the struct's alignment cannot be an array of them.
+  if (stride % alignof(rh_Component) != 0)
+    refuse("rh_Component.struct_size " + std::to_string(stride) + " is not a multiple of " +
+           std::to_string(alignof(rh_Component)) + ": the components array cannot be walked");
+  std::set<std::pair<int, std::string>> seen;
+  for (size_t i = 0; i < info->num_components; ++i) {
+    const auto* c = reinterpret_cast<const rh_Component*>(
+        reinterpret_cast<const char*>(info->components) + i * stride);
+    Component comp = read_component(*c, plugin.get());
+    if (!seen.insert({comp.kind, comp.type_name}).second)
+      refuse(std::string("provides ") + kind_name(comp.kind) + " '" + comp.type_name + "' twice");
+    plugin->components.push_back(std::move(comp));
+  }
+  if (RH_STRUCT_HAS(info, rh_PluginInfo, Init)) plugin->init = info->Init;
+  if (RH_STRUCT_HAS(info, rh_PluginInfo, Shutdown)) plugin->shutdown = info->Shutdown;
+  return plugin;
+}
 
 PluginRegistry::PluginRegistry(NativeTag host_tag, HostServices& services)
     : host_tag_(std::move(host_tag)), services_(services) {}
@@ -177,59 +253,9 @@ Plugin& PluginRegistry::load_library(const fs::path& path, const std::string& or
     std::unique_ptr<rh_Error> owned(err);
     refuse(owned->message);
   }
-  if (info == nullptr)
-    refuse(RH_PLUGIN_ENTRY_SYMBOL "() returned NULL: the plugin declines ABI " +
-           std::to_string(RH_ABI_VERSION_MAJOR) + "." + std::to_string(RH_ABI_VERSION_MINOR));
-
-  auto plugin = std::make_unique<Plugin>();
+  std::unique_ptr<Plugin> plugin = read_plugin_info(info, host_tag_);
   plugin->path = canonical;
   plugin->origin = origin;
-  plugin->abi_major = info->abi_major;
-  plugin->abi_minor = info->abi_minor;
-  std::string host_abi =
-      std::to_string(RH_ABI_VERSION_MAJOR) + "." + std::to_string(RH_ABI_VERSION_MINOR);
-  if (info->abi_major != RH_ABI_VERSION_MAJOR) {
-    refuse("built for runner-host ABI " + std::to_string(info->abi_major) + "." +
-           std::to_string(info->abi_minor) + " but this host speaks ABI " + host_abi +
-           " (the major versions must match): rebuild the plugin against SDK " +
-           std::to_string(RH_ABI_VERSION_MAJOR) + ".x");
-  }
-  const size_t min_info = RH_STRUCT_SIZE(rh_PluginInfo, num_components);
-  if (info->struct_size < min_info) {
-    refuse("rh_PluginInfo.struct_size is " + std::to_string(info->struct_size) +
-           ", smaller than the ABI 1.0 minimum " + std::to_string(min_info));
-  }
-  plugin->name = view(info->name);
-  plugin->version = view(info->version);
-  if (plugin->name.empty()) refuse("the plugin has no name");
-
-  const rh_NativeTag& tag = info->native_tag;
-  if (tag.struct_size < RH_NATIVE_TAG_STRUCT_SIZE)
-    refuse("rh_NativeTag.struct_size " + std::to_string(tag.struct_size) + " is too small");
-  plugin->tag = NativeTag{view(tag.torch_version), view(tag.device), tag.cxx11_abi};
-  if (plugin->tag.links_torch() && !(plugin->tag == host_tag_)) {
-    refuse("native ABI tag mismatch: the plugin was built against " + plugin->tag.str() +
-           " but the host uses " + host_tag_.str() +
-           "; rebuild the plugin against the host's LibTorch");
-  }
-
-  if (info->num_components == 0 || info->components == nullptr)
-    refuse("the plugin provides no components");
-  const size_t stride = info->components[0].struct_size;
-  if (stride < RH_COMPONENT_STRUCT_SIZE)
-    refuse("rh_Component.struct_size " + std::to_string(stride) +
-           " is smaller than the ABI 1.0 minimum " + std::to_string(RH_COMPONENT_STRUCT_SIZE));
-  std::set<std::pair<int, std::string>> seen;
-  for (size_t i = 0; i < info->num_components; ++i) {
-    const auto* c = reinterpret_cast<const rh_Component*>(
-        reinterpret_cast<const char*>(info->components) + i * stride);
-    Component comp = read_component(*c, plugin.get());
-    if (!seen.insert({comp.kind, comp.type_name}).second)
-      refuse(std::string("provides ") + kind_name(comp.kind) + " '" + comp.type_name + "' twice");
-    plugin->components.push_back(std::move(comp));
-  }
-  if (RH_STRUCT_HAS(info, rh_PluginInfo, Init)) plugin->init = info->Init;
-  if (RH_STRUCT_HAS(info, rh_PluginInfo, Shutdown)) plugin->shutdown = info->Shutdown;
   plugin->library = library;
   plugin->explicit_load = explicit_load;
   plugins_.push_back(std::move(plugin));

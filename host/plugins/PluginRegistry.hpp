@@ -77,6 +77,13 @@ const char* kind_name(rh_ComponentKind kind);  // "strategy", "hook", "checkpoin
 // plugins' names: librh_hook_trace.so, librh_ckpt_io_safetensors.so).
 std::string plugin_file_name(rh_ComponentKind kind, const std::string& type);
 
+// The handshake's checks on what the entry symbol returned: ABI major, struct
+// sizes, name, native tag, components and their vtables. Throws HostError
+// (RH_ERROR_FAILED_PRECONDITION) with the reason; path, origin and library
+// are left for the caller. Separate from loading so that it can be run on a
+// struct in memory (tests/fuzz).
+std::unique_ptr<Plugin> read_plugin_info(const rh_PluginInfo* info, const NativeTag& host_tag);
+
 class PluginRegistry {
  public:
   PluginRegistry(NativeTag host_tag, HostServices& services);

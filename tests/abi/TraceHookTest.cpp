@@ -1,6 +1,7 @@
 // TraceHookTest.cpp — the shipped `trace` hook (plugins/hooks/trace), driven
 // through its C vtable by a fake host: the line format the golden lifecycle
-// tests rely on, its config keys, its checkpoint state and its errors.
+// tests rely on, its config keys, when the lines it keeps reach the file, its
+// checkpoint state and its errors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -75,11 +76,14 @@ TEST_F(TraceHookTest, DescribesItself) {
   vtable_->Destroy(nullptr);  // accepted
 }
 
-TEST_F(TraceHookTest, WritesOneFlushedLinePerEvent) {
+const std::set<std::string> kAllKeys = {"hooks.0.path", "hooks.0.append", "hooks.0.flush_lines",
+                                        "hooks.0.flush_seconds"};
+
+TEST_F(TraceHookTest, WritesOneLinePerEventKeepingIterationLinesUntilTheNextOtherEvent) {
   ASSERT_EQ(create({}).first, RH_ERROR_OK);
-  EXPECT_EQ(host_.lookups(), (std::set<std::string>{"hooks.0.path", "hooks.0.append"}));
+  EXPECT_EQ(host_.lookups(), kAllKeys);
   EXPECT_EQ(send(RH_EVENT_BEFORE_RUN).first, RH_ERROR_OK);
-  // Flushed: readable while the hook is alive.
+  // Not a per-iteration event: written at once, readable while the hook is alive.
   EXPECT_EQ(read_text(dir_ / "trace.log"), "before_run mode=train epoch=0 iter=0 inner_iter=0\n");
 
   events_.state.epoch = 1;
@@ -89,6 +93,8 @@ TEST_F(TraceHookTest, WritesOneFlushedLinePerEvent) {
   events_.metrics = {{RH_STR("loss"), 0.25}, {RH_STR("lr"), 3e-4}, {RH_STR("big"), 1234567.0}};
   EXPECT_EQ(send(RH_EVENT_AFTER_TRAIN_ITER).first, RH_ERROR_OK);
   events_.metrics.clear();
+  // Per-iteration lines are kept (default flush_lines 100, flush_seconds 0.5).
+  EXPECT_EQ(read_text(dir_ / "trace.log"), "before_run mode=train epoch=0 iter=0 inner_iter=0\n");
   events_.state.mode = RH_MODE_VAL;
   events_.state.inner_iter = 0;
   EXPECT_EQ(send(RH_EVENT_AFTER_VAL_EPOCH).first, RH_ERROR_OK);
@@ -104,6 +110,86 @@ TEST_F(TraceHookTest, WritesOneFlushedLinePerEvent) {
             "after_val_epoch mode=val epoch=1 iter=12 inner_iter=0\n"
             "after_test mode=test epoch=1 iter=12 inner_iter=0\n"
             "event_23 mode=test epoch=1 iter=12 inner_iter=0\n");
+}
+
+// Per-iteration lines reach the file once flush_lines are kept, and with them
+// the file only ever holds whole lines.
+TEST_F(TraceHookTest, WritesKeptIterationLinesEveryFlushLines) {
+  ASSERT_EQ(create({{"flush_lines", "3"}, {"flush_seconds", "3600"}}).first, RH_ERROR_OK);
+  send(RH_EVENT_BEFORE_TRAIN_ITER);
+  send(RH_EVENT_AFTER_TRAIN_ITER);
+  EXPECT_TRUE(fs::exists(dir_ / "trace.log"));  // opened at the first event
+  EXPECT_EQ(read_text(dir_ / "trace.log"), "");
+  send(RH_EVENT_BEFORE_TRAIN_ITER);
+  EXPECT_EQ(read_text(dir_ / "trace.log"),
+            "before_train_iter mode=train epoch=0 iter=0 inner_iter=0\n"
+            "after_train_iter mode=train epoch=0 iter=0 inner_iter=0\n"
+            "before_train_iter mode=train epoch=0 iter=0 inner_iter=0\n");
+  const std::string three_lines = read_text(dir_ / "trace.log");
+  send(RH_EVENT_AFTER_TRAIN_ITER);
+  send(RH_EVENT_BEFORE_VAL_ITER);
+  EXPECT_EQ(read_text(dir_ / "trace.log"), three_lines);
+}
+
+TEST_F(TraceHookTest, FlushLinesOneOrFlushSecondsZeroWritesEveryLine) {
+  ASSERT_EQ(create({{"flush_lines", "1"}}).first, RH_ERROR_OK);
+  send(RH_EVENT_AFTER_TRAIN_ITER);
+  EXPECT_EQ(read_text(dir_ / "trace.log"),
+            "after_train_iter mode=train epoch=0 iter=0 inner_iter=0\n");
+  vtable_->Destroy(instance_);
+  instance_ = nullptr;
+
+  ASSERT_EQ(create({{"flush_seconds", "0"}, {"path", "b.log"}}).first, RH_ERROR_OK);
+  send(RH_EVENT_AFTER_VAL_ITER);
+  EXPECT_EQ(read_text(dir_ / "b.log"), "after_val_iter mode=train epoch=0 iter=0 inner_iter=0\n");
+}
+
+// The host destroys its hooks when a run fails, with no event after the last
+// iteration: Destroy writes what is kept.
+TEST_F(TraceHookTest, DestroyWritesTheKeptLines) {
+  ASSERT_EQ(create({{"flush_lines", "1000"}, {"flush_seconds", "3600"}}).first, RH_ERROR_OK);
+  for (int64_t i = 0; i < 300; ++i) {
+    events_.state.iter = i;
+    send(RH_EVENT_BEFORE_TRAIN_ITER);
+    send(RH_EVENT_AFTER_TRAIN_ITER);
+  }
+  EXPECT_EQ(read_text(dir_ / "trace.log"), "");
+  vtable_->Destroy(instance_);
+  instance_ = nullptr;
+  std::istringstream lines(read_text(dir_ / "trace.log"));
+  std::vector<std::string> read;
+  for (std::string line; std::getline(lines, line);) read.push_back(line);
+  ASSERT_EQ(read.size(), 600u);
+  EXPECT_EQ(read.front(), "before_train_iter mode=train epoch=0 iter=0 inner_iter=0");
+  EXPECT_EQ(read.back(), "after_train_iter mode=train epoch=0 iter=299 inner_iter=0");
+  EXPECT_TRUE(host_.context()->logs.empty());
+}
+
+// A last write that fails in Destroy cannot be returned: it is logged.
+TEST_F(TraceHookTest, AFailedLastWriteIsLogged) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  ASSERT_EQ(create({{"path", "/dev/full"}, {"append", "true"}}).first, RH_ERROR_OK);
+  EXPECT_EQ(send(RH_EVENT_AFTER_TRAIN_ITER).first, RH_ERROR_OK);  // kept, not written
+  vtable_->Destroy(instance_);
+  instance_ = nullptr;
+  ASSERT_EQ(host_.context()->logs.size(), 1u);
+  EXPECT_EQ(host_.context()->logs[0].first, RH_LOG_ERROR);
+  EXPECT_NE(host_.context()->logs[0].second.find("cannot write trace file '/dev/full'"),
+            std::string::npos)
+      << host_.context()->logs[0].second;
+}
+
+TEST_F(TraceHookTest, AFailedWriteIsAnIoError) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  ASSERT_EQ(create({{"path", "/dev/full"}, {"append", "true"}}).first, RH_ERROR_OK);
+  auto [code, message] = send(RH_EVENT_BEFORE_RUN);
+  EXPECT_EQ(code, RH_ERROR_IO);
+  EXPECT_NE(message.find("cannot write trace file '/dev/full': No space left on device"),
+            std::string::npos)
+      << message;
+  vtable_->Destroy(instance_);  // the lines were dropped with the error: nothing logged twice
+  instance_ = nullptr;
+  EXPECT_TRUE(host_.context()->logs.empty());
 }
 
 TEST_F(TraceHookTest, EveryEventHasItsName) {
@@ -247,12 +333,24 @@ TEST_F(TraceHookTest, BadTypesAreConfigErrors) {
   auto [code, message] = create({{"append", "sometimes"}});
   EXPECT_EQ(code, RH_ERROR_INVALID_CONFIG);
   EXPECT_EQ(message, "job.yaml:7:3: hooks.0.append: expected a bool, got 'sometimes'");
-  // Both keys were looked up although the second was wrong.
-  EXPECT_EQ(host_.lookups(), (std::set<std::string>{"hooks.0.path", "hooks.0.append"}));
+  // Every key was looked up although the second was wrong.
+  EXPECT_EQ(host_.lookups(), kAllKeys);
 
   auto [empty_code, empty_message] = create({{"path", ""}});
   EXPECT_EQ(empty_code, RH_ERROR_INVALID_CONFIG);
   EXPECT_EQ(empty_message, "job.yaml:7:3: hooks.0.path: must not be empty");
+  EXPECT_EQ(instance_, nullptr);
+
+  auto [lines_code, lines_message] = create({{"flush_lines", "0"}});
+  EXPECT_EQ(lines_code, RH_ERROR_INVALID_CONFIG);
+  EXPECT_EQ(lines_message, "job.yaml:7:3: hooks.0.flush_lines: must be >= 1, got 0");
+  auto [seconds_code, seconds_message] = create({{"flush_seconds", "-1"}});
+  EXPECT_EQ(seconds_code, RH_ERROR_INVALID_CONFIG);
+  EXPECT_EQ(seconds_message,
+            "job.yaml:7:3: hooks.0.flush_seconds: must be between 0 and 3600, got -1");
+  auto [type_code, type_message] = create({{"flush_lines", "many"}});
+  EXPECT_EQ(type_code, RH_ERROR_INVALID_CONFIG);
+  EXPECT_NE(type_message.find("hooks.0.flush_lines"), std::string::npos) << type_message;
   EXPECT_EQ(instance_, nullptr);
 }
 

@@ -146,9 +146,21 @@ TEST(ConfigNodeTest, MoreThanOneDocumentIsAnError) {
   const auto error = config_error([] { parse("a: 1\n---\nb: 2\n"); });
   ASSERT_TRUE(error);
   EXPECT_STREQ(error->what(),
-               "job.yaml:3:1: expected one YAML document, found 2 (remove the '---' separators or "
+               "job.yaml:2:1: expected one YAML document, found 2 (remove the '---' separators or "
                "split the file)");
   EXPECT_EQ(parse("---\na: 1\n")->find("a")->as_int(), 1);  // one document with a marker is fine
+}
+
+// yaml-cpp 0.7's LoadAll loops forever (allocating) on these (found by the
+// job_config fuzzer; yaml-cpp #1040): a syntax error, at once.
+TEST(ConfigNodeTest, AStrayCommaIsASyntaxErrorNotAHang) {
+  for (const char* text : {",", ",\na:\n b:\n c}\n"}) {
+    const auto error = config_error([&] { parse(text); });
+    ASSERT_TRUE(error) << text;
+    EXPECT_STREQ(error->what(),
+                 "job.yaml:1:1: YAML syntax error: the parser cannot read on from here (a stray "
+                 "',', '}' or ']'?)");
+  }
 }
 
 TEST(ConfigNodeTest, EmptyDocumentIsNull) {

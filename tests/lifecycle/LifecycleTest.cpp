@@ -561,4 +561,53 @@ TEST_F(LifecycleTest, AFrozenPrefixThatMatchesNothingIsNamed) {
   EXPECT_THAT(a.output, HasSubstr("the model has no trainable parameter"));
 }
 
+// ---- Strategies' own optimizer tensors and traits --------------------------------
+
+std::string own_optimizer(const std::string& extra = "") {
+  return "strategy: {type: own_optimizer, plugin: " + test_plugin("own_optimizer").string() +
+         extra + "}\n";
+}
+
+// A strategy that hands the host its own optimizer tensors (OptimizerParams)
+// with gradients in its own memory trains exactly like `single`.
+TEST_F(LifecycleTest, OptimizerParamsOfTheStrategyAreWhatTheOptimizerSteps) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 5}\n";
+  job.hooks = "  - {type: checkpoint, by_epoch: false, interval: 5}\n";
+  run_ok(job, "", "single");
+  Job own = job;
+  own.extra = own_optimizer();
+  auto r = run(own, "", "own");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("optimizer over 4 tensor(s) given by strategy 'own_optimizer'"));
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(file_bytes(dir / "single/iter_5" / file), file_bytes(dir / "own/iter_5" / file))
+        << file;
+  // clip_grad would need the norm over every rank's tensors: refused.
+  Job clipped = own;
+  clipped.optim =
+      "optim_wrapper: {optimizer: {type: SGD, lr: 0.1}, clip_grad: {max_norm: 1.0}}\n";
+  auto c = run(clipped, "", "clipped");
+  EXPECT_EQ(c.exit_code, 2) << c.output;
+  EXPECT_THAT(c.output, HasSubstr("optim_wrapper.clip_grad: strategy 'own_optimizer'"));
+  EXPECT_THAT(c.output, HasSubstr("needs the global gradient norm over all ranks"));
+}
+
+// Traits the host cannot honour yet are refused before anything runs.
+TEST_F(LifecycleTest, TraitsTheHostCannotHonourAreRefused) {
+  Job job;
+  job.val = false;
+  job.extra = own_optimizer(", load_phase: after_wrap");
+  auto a = run(job, "--dry-run");
+  EXPECT_EQ(a.exit_code, 2) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("declares load_phase after_wrap"));
+  EXPECT_THAT(a.output, HasSubstr("librh_test_own_optimizer.so"));
+  job.extra = own_optimizer(", sharded_checkpoint: true");
+  auto s = run(job, "--dry-run");
+  EXPECT_EQ(s.exit_code, 2) << s.output;
+  EXPECT_THAT(s.output, HasSubstr("declares sharded_checkpoint"));
+  EXPECT_FALSE(fs::exists(dir / "work"));
+}
+
 }  // namespace

@@ -49,6 +49,7 @@ TEST_F(TraceHookTest, WritesOneLinePerEventWithCountersAndMetrics) {
   fire(RH_EVENT_BEFORE_TRAIN_ITER);
   rh_Metric m[2] = {{{"loss", 4}, 0.5}, {{"lr", 2}, 0.001}};
   fire(RH_EVENT_AFTER_TRAIN_ITER, m, 2);
+  hook.reset();  // per-iteration lines are kept until a later event or Destroy
   EXPECT_EQ(rh::test::read_file(dir / "events.log"),
             "before_train_iter mode=train epoch=1 iter=12 inner_iter=2\n"
             "after_train_iter mode=train epoch=1 iter=12 inner_iter=2 loss=0.5 lr=0.001\n");

@@ -125,6 +125,31 @@ TEST_F(LoggerHookTest, PrintsEveryMetricInTheHostsOrderAndPadsTheCounter) {
                           "1.5000  loss_scale: 65536.0000  memory: 212"));
 }
 
+TEST_F(LoggerHookTest, ShowsTheJobsThroughputOverTheIntervalAndTheCurrentRss) {
+  auto hook = create(", interval: 2");
+  epochs(1, 2);
+  // 8 samples per rank in 0.1 s, then in 0.3 s: the job of 2 ranks did 32
+  // in 0.4 s = 80 samples/s (a mean of the rates would say 107); the
+  // per-rank figures are not printed.
+  train_iter(*hook, 0,
+             {{"loss", 1.0},
+              {"time", 0.1},
+              {"memory_mb", 300},
+              {"samples_per_s", 80},
+              {"job_samples_per_s", 160},
+              {"rss_mb", 250}});
+  train_iter(*hook, 1,
+             {{"loss", 1.0},
+              {"time", 0.3},
+              {"memory_mb", 301},
+              {"samples_per_s", 8 / 0.3},
+              {"job_samples_per_s", 16 / 0.3},
+              {"rss_mb", 240}});
+  EXPECT_THAT(host_.log_texts(),
+              ElementsAre("Epoch(train) [1][2/2]  eta: 0:00:00  time: 0.2000  samples/s: 80  "
+                          "loss: 1.0000  memory: 301  rss: 240"));
+}
+
 TEST_F(LoggerHookTest, IterationBasedRunsAreLabelledByIteration) {
   auto hook = create(", interval: 100");
   event_.state.max_epochs = 0;

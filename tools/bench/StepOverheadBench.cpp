@@ -3,7 +3,7 @@
 // the same model, data, optimizer and thread count.
 //
 //   build/bin/rh_bench_step_overhead [--config configs/quickstart.yaml] [--epochs 16]
-//                                    [--rounds 7]
+//                                    [--rounds 7] [--cpus 1|0,1|none] [--only REGEX]
 //
 // The bare loop builds the job's model, dataset, loader and optimizer with the
 // code runner-host uses, then runs, for every epoch: next batch -> forward ->
@@ -11,14 +11,39 @@
 // (runner-host validates once at the end of training, which its timing
 // includes). runner-host runs the same job for the same epochs and reports
 // its train loop's wall time (lifecycle, hook dispatch, metrics, strategy
-// calls, and for the checkpoint hook its saves). Every figure comes from a
-// fresh process (the bare loop too: this binary runs itself with --bare), so
-// both sides start alike.
+// calls, the loader thread, and for the checkpoint hook its saves): the
+// whole train loop per iteration, the hooks' cost included. Every figure
+// comes from a fresh process (the bare loop too: this binary runs itself with
+// --bare), so both sides start alike.
 //
-// The machine drifts (other load, frequency), so each round runs every
-// variant once, in an order rotated by one each round, and a variant's ratio
-// is taken against the bare loop of the same round. Printed: the median over
-// rounds of ms/iteration and of the ratio, each with its spread (min-max).
+// How the noise is kept out. The development machine has 2 cores shared with
+// other people's compilers, fuzzers and test runs; two processes of the same
+// variant differed by up to +-20% there, unpinned:
+// - Each measured process is pinned with taskset to one CPU, main thread and
+//   loader thread together (--cpus; default auto: before each pair, the CPU
+//   idlest over the last half second). Unpinned, the scheduler moves the two
+//   threads between the cores and onto the core another job is using; pinned
+//   to a fixed core, a pair is ruined whenever another job lands on that core
+//   (measured: a fixed core under a fuzzer gave 0.65-1.69). On one core the
+//   loader thread's work adds to the loop's, as it does for the bare loop:
+//   the figure is what the whole loop costs per iteration, hooks included.
+//   --cpus none runs unpinned (what a user sees on an idle machine),
+//   --cpus LIST pins to a fixed list.
+// - Paired A/B: every variant is run right next to a bare loop of its own,
+//   the two in alternating order (bare first in one round, second in the
+//   next), and its ratio is taken against that bare loop only: a pair takes
+//   a few seconds, so slow drift (frequency, a long build) moves both sides
+//   of a ratio alike. The variants' order is rotated by one per round.
+// - Medians over rounds: a pair hit by a burst of other work is an outlier,
+//   not the figure. The min-max spread says how noisy the machine was; a
+//   ratio is only worth quoting when the spread is small next to the margin
+//   (2-3%) and the load average printed before and after is below 1.
+//   Wall-clock noise of another job sharing the core is not removed by any
+//   of this: on a busy machine, compare instruction counts instead
+//   (valgrind --tool=callgrind on runner-host and on this binary's --bare).
+// Printed: every round's ratios, then per variant the median over rounds of
+// ms/iteration and of the ratio, each with its spread (min-max), and the load
+// average before and after (a figure taken under load says so).
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -119,12 +144,75 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Per CPU: (busy, total) jiffies since boot, from /proc/stat.
+std::vector<std::pair<uint64_t, uint64_t>> cpu_jiffies() {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) throw std::runtime_error("--cpus auto: cannot read /proc/stat");
+  char line[512];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned cpu = 0;
+    unsigned long long v[8] = {};
+    if (std::sscanf(line, "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1],
+                    &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 9)
+      continue;  // the "cpu " total line, or not a cpu line
+    uint64_t total = 0;
+    for (unsigned long long x : v) total += x;
+    const uint64_t idle = v[3] + v[4];  // idle + iowait
+    if (out.size() <= cpu) out.resize(cpu + 1);
+    out[cpu] = {total - idle, total};
+  }
+  std::fclose(f);
+  return out;
+}
+
+// The CPU that was idlest over the last half second: where the next pair of
+// runs goes, away from another engineer's compiler or fuzzer.
+int idlest_cpu() {
+  const auto before = cpu_jiffies();
+  ::usleep(500 * 1000);
+  const auto after = cpu_jiffies();
+  int best = 0;
+  double best_busy = 2.0;
+  for (size_t c = 0; c < after.size() && c < before.size(); ++c) {
+    const double total = static_cast<double>(after[c].second - before[c].second);
+    if (total <= 0) continue;
+    const double busy = static_cast<double>(after[c].first - before[c].first) / total;
+    if (busy < best_busy) {
+      best_busy = busy;
+      best = static_cast<int>(c);
+    }
+  }
+  return best;
+}
+
+std::string load_average() {
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return "unknown";
+  char buf[64] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  std::string text(buf, n);
+  // "0.30 1.23 1.76 1/93 1234": the three averages.
+  size_t end = 0;
+  for (int spaces = 0; end < text.size() && spaces < 3; ++end)
+    if (text[end] == ' ') ++spaces;
+  return text.substr(0, end > 0 ? end - 1 : 0);
+}
+
+void print_spread(const std::vector<double>& v, const char* format) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  std::printf(format, median(v), *lo, *hi);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string config = "configs/quickstart.yaml";
   int64_t epochs = 16;
   int rounds = 7;
+  std::string cpus = "auto";
+  std::string only;
   bool bare_child = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -137,9 +225,14 @@ int main(int argc, char** argv) {
       epochs = std::stoll(argv[++i]);
     } else if (a == "--rounds" && has_value) {
       rounds = std::stoi(argv[++i]);
+    } else if (a == "--cpus" && has_value) {
+      cpus = argv[++i];
+    } else if (a == "--only" && has_value) {
+      only = argv[++i];
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--config job.yaml] [--epochs N] [--rounds N]\n"
+                   "usage: %s [--config job.yaml] [--epochs N] [--rounds N] [--cpus LIST|none] "
+                   "[--only REGEX]\n"
                    "unknown or incomplete argument '%s'\n",
                    argv[0], a.c_str());
       return 2;
@@ -148,6 +241,15 @@ int main(int argc, char** argv) {
   if (epochs < 1 || rounds < 1) {
     std::fprintf(stderr, "--epochs and --rounds must be >= 1\n");
     return 2;
+  }
+  if (cpus.empty() || cpus.find_first_not_of("0123456789,-") != std::string::npos) {
+    if (cpus != "none" && cpus != "auto") {
+      std::fprintf(
+          stderr,
+          "--cpus: expected auto, none or a CPU list for taskset -c (1, 0,1, 0-1), got '%s'\n",
+          cpus.c_str());
+      return 2;
+    }
   }
   try {
     rh::config::Job job = rh::config::load_job(config, {});
@@ -176,54 +278,83 @@ int main(int argc, char** argv) {
          {},
          {}},
     };
+    std::regex only_re;
+    try {
+      only_re = std::regex(only.empty() ? "." : only);
+    } catch (const std::regex_error& e) {
+      throw std::runtime_error("--only: not a regular expression '" + only + "': " + e.what());
+    }
+    std::vector<size_t> measured;  // the variants compared with the bare loop
+    for (size_t v = 1; v < variants.size(); ++v)
+      if (std::regex_search(variants[v].name, only_re)) measured.push_back(v);
+    if (measured.empty()) throw std::runtime_error("--only '" + only + "' matches no variant");
+
     static const std::regex kBare("bare loop: ([0-9.]+) ms/iteration");
     static const std::regex kRunner(
         "train loop: [0-9]+ iterations in [0-9.]+ s \\(([0-9.]+) ms/iteration");
-    std::printf("%s: %lld epochs per run, %d alternating rounds, %d intra-op thread(s)%s\n",
-                config.c_str(), static_cast<long long>(epochs), rounds, at::get_num_threads(),
-                std::getenv("OMP_NUM_THREADS") ? "" : " (OMP_NUM_THREADS unset)");
+    std::string pin;  // the taskset prefix of the current pair
+    auto run_variant = [&](size_t v) {
+      std::string cmd;
+      if (variants[v].hooks.empty()) {
+        cmd = pin + shell_quoted(exe.string()) + " --bare --config " + shell_quoted(config) +
+              " --epochs " + std::to_string(epochs);
+        return parse_ms(run_and_capture(cmd), kBare, cmd);
+      }
+      cmd = pin + shell_quoted(runner) + " --config " + shell_quoted(config) + " --set " +
+            shell_quoted("work_dir=" + work.string()) + " --set " +
+            shell_quoted("train_cfg={by_epoch: true, max_epochs: " + std::to_string(epochs) +
+                         ", val_interval: 100000000}") +
+            " --set " + shell_quoted("hooks=" + variants[v].hooks);
+      const double ms = parse_ms(run_and_capture(cmd), kRunner, cmd);
+      fs::remove_all(work);
+      return ms;
+    };
+
+    std::printf(
+        "%s: %lld epochs per run, %d rounds of paired A/B runs, %d intra-op thread(s)%s, %s, "
+        "load average %s\n",
+        config.c_str(), static_cast<long long>(epochs), rounds, at::get_num_threads(),
+        std::getenv("OMP_NUM_THREADS") ? "" : " (OMP_NUM_THREADS unset)",
+        cpus == "none"   ? "unpinned"
+        : cpus == "auto" ? "each pair pinned to the idlest CPU (taskset -c)"
+                         : ("each run pinned: taskset -c " + cpus).c_str(),
+        load_average().c_str());
     std::fflush(stdout);
-    const size_t n = variants.size();
     for (int r = 0; r < rounds; ++r) {
-      std::vector<double> ms(n);
-      for (size_t k = 0; k < n; ++k) {
-        const size_t v = (k + static_cast<size_t>(r)) % n;  // rotated order
-        std::string cmd;
-        if (variants[v].hooks.empty()) {
-          cmd = shell_quoted(exe.string()) + " --bare --config " + shell_quoted(config) +
-                " --epochs " + std::to_string(epochs);
-          ms[v] = parse_ms(run_and_capture(cmd), kBare, cmd);
+      std::printf("round %d/%d ratios:", r + 1, rounds);
+      for (size_t k = 0; k < measured.size(); ++k) {
+        const size_t v = measured[(k + static_cast<size_t>(r)) % measured.size()];
+        const bool bare_first = (r + static_cast<int>(k)) % 2 == 0;  // ABAB, then BABA
+        std::string cpu = cpus;
+        if (cpus == "auto") cpu = std::to_string(idlest_cpu());
+        pin = cpus == "none" ? "" : "taskset -c " + cpu + " ";
+        double bare_ms, variant_ms;
+        if (bare_first) {
+          bare_ms = run_variant(0);
+          variant_ms = run_variant(v);
         } else {
-          cmd = shell_quoted(runner) + " --config " + shell_quoted(config) + " --set " +
-                shell_quoted("work_dir=" + work.string()) + " --set " +
-                shell_quoted("train_cfg={by_epoch: true, max_epochs: " + std::to_string(epochs) +
-                             ", val_interval: 100000000}") +
-                " --set " + shell_quoted("hooks=" + variants[v].hooks);
-          ms[v] = parse_ms(run_and_capture(cmd), kRunner, cmd);
-          fs::remove_all(work);
+          variant_ms = run_variant(v);
+          bare_ms = run_variant(0);
         }
+        variants[0].ms.push_back(bare_ms);
+        variants[v].ms.push_back(variant_ms);
+        variants[v].ratio.push_back(variant_ms / bare_ms);
+        std::printf(" %s %.3f%s", variants[v].name.c_str(), variant_ms / bare_ms,
+                    cpus == "auto" ? (" (cpu " + cpu + ")").c_str() : "");
+        std::fflush(stdout);
       }
-      for (size_t v = 0; v < n; ++v) {
-        variants[v].ms.push_back(ms[v]);
-        variants[v].ratio.push_back(ms[v] / ms[0]);
-      }
-      std::printf("round %d/%d:", r + 1, rounds);
-      for (size_t v = 1; v < n; ++v) std::printf(" %.3f", ms[v] / ms[0]);
       std::printf("\n");
-      std::fflush(stdout);
     }
-    std::printf("%-27s %-28s %s\n", "", "ms/iteration median (min-max)",
-                "ratio to bare median (min-max)");
+    std::printf("%-27s %-30s %s\n", "", "ms/iteration median (min-max)",
+                "ratio to its paired bare loop, median (min-max)");
     for (const Variant& v : variants) {
-      const auto [lo, hi] = std::minmax_element(v.ms.begin(), v.ms.end());
-      std::printf("%-27s %.4f (%.4f-%.4f)", v.name.c_str(), median(v.ms), *lo, *hi);
-      if (v.hooks.empty()) {
-        std::printf("\n");
-        continue;
-      }
-      const auto [rlo, rhi] = std::minmax_element(v.ratio.begin(), v.ratio.end());
-      std::printf("      %.3f (%.3f-%.3f)\n", median(v.ratio), *rlo, *rhi);
+      if (v.ms.empty()) continue;
+      std::printf("%-27s ", v.name.c_str());
+      print_spread(v.ms, "%.4f (%.4f-%.4f)");
+      if (!v.ratio.empty()) print_spread(v.ratio, "        %.3f (%.3f-%.3f)");
+      std::printf("\n");
     }
+    std::printf("load average after: %s\n", load_average().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench failed: %s\n", e.what());
     return 1;

@@ -12,7 +12,7 @@
 //
 // Train line (after_train_iter), items separated by two spaces:
 // clang-format off
-//   Epoch(train) [2][ 40/128]  lr: 2.0000e-03  eta: 0:00:31  time: 0.0123  data_time: 0.0011  loss: 0.4321  memory: 212
+//   Epoch(train) [2][ 40/128]  lr: 2.0000e-03  eta: 0:00:31  time: 0.0123  data_time: 0.0011  samples/s: 5203  loss: 0.4321  memory: 212  rss: 198
 // clang-format on
 //   - [epoch][i/n]: epoch + 1, inner_iter + 1 right-aligned to the width of n =
 //     max_iters / max_epochs; an iteration-based run (max_epochs == 0) or
@@ -20,8 +20,13 @@
 //   - every metric of the event is printed, in this order: names ending in
 //     "lr" (latest value, %.4e), eta, time, data_time, the others in the order
 //     the host sent them, memory (from memory_mb, the largest of the
-//     interval, integer). Other values are the mean over the iterations since
-//     the previous line (%.4f).
+//     interval, integer), rss (rss_mb, the latest, integer). Other values
+//     are the mean over the iterations since the previous line (%.4f).
+//   - samples/s (tokens/s for language models), after data_time: the job's
+//     throughput over the interval (job_samples_per_s / job_tokens_per_s
+//     weighted by each iteration's time: samples over seconds, not a mean of
+//     rates); the per-rank figures (samples_per_s, tokens_per_s) are left
+//     to the metrics file.
 //   - eta: mean iteration time (the `time` metric, over every iteration this
 //     process has seen; without it, the wall clock between events) times
 //     max_iters - (iter + 1), formatted like Python's timedelta (0:00:31,
@@ -194,9 +199,17 @@ class LoggerHook {
     return right_aligned(p.done, p.total) + "/" + std::to_string(p.total);
   }
 
+  static bool is_job_throughput(std::string_view name) {
+    return name == "job_samples_per_s" || name == "job_tokens_per_s";
+  }
+  static bool is_throughput(std::string_view name) {
+    return is_job_throughput(name) || name == "samples_per_s" || name == "tokens_per_s";
+  }
+
   void after_train_iter(const rh_HookEventArgs& e) {
     const rh_RunState& s = *e.state;
     const Clock::time_point now = Clock::now();
+    double iter_time = 0;  // this iteration's `time` (sent before the throughput)
     for (size_t i = 0; i < e.num_metrics; ++i) {
       const std::string_view name(e.metrics[i].name.data, e.metrics[i].name.size);
       const double v = e.metrics[i].value;
@@ -204,6 +217,11 @@ class LoggerHook {
       if (name == "time") {
         time_sum_ += v;
         ++time_count_;
+        iter_time = v;
+      } else if (is_job_throughput(name) && iter_time > 0) {
+        throughput_label_ = name == "job_tokens_per_s" ? "tokens/s" : "samples/s";
+        throughput_items_ += v * iter_time;
+        throughput_seconds_ += iter_time;
       }
     }
     if (!clock_started_) {
@@ -247,6 +265,8 @@ class LoggerHook {
   }
   void clear_window() {
     for (WindowItem& item : window_) item.count = 0;
+    throughput_items_ = 0;
+    throughput_seconds_ = 0;
   }
 
   // Seconds left, or a negative value when not known yet.
@@ -275,16 +295,23 @@ class LoggerHook {
       for (const WindowItem& w : window_)
         if (w.count > 0 && w.name == timing) items.push_back(w.name + ": " + fixed4(mean(w)));
     }
+    if (throughput_seconds_ > 0)
+      items.push_back(throughput_label_ + ": " + integer(throughput_items_ / throughput_seconds_));
     const WindowItem* memory = nullptr;
+    const WindowItem* rss = nullptr;
     for (const WindowItem& w : window_) {
       if (w.count == 0) continue;
       if (w.name == "memory_mb") {
         memory = &w;
-      } else if (!ends_with(w.name, "lr") && w.name != "time" && w.name != "data_time") {
+      } else if (w.name == "rss_mb") {
+        rss = &w;
+      } else if (!ends_with(w.name, "lr") && w.name != "time" && w.name != "data_time" &&
+                 !is_throughput(w.name)) {
         items.push_back(w.name + ": " + fixed4(mean(w)));
       }
     }
     if (memory != nullptr) items.push_back("memory: " + integer(memory->max));
+    if (rss != nullptr) items.push_back("rss: " + integer(rss->last));
     std::string out;
     for (const std::string& item : items) out += (out.empty() ? "" : "  ") + item;
     return out;
@@ -354,6 +381,10 @@ class LoggerHook {
   std::string report_;  // the fields of the last line (what the bar shows)
   double time_sum_ = 0;
   int64_t time_count_ = 0;
+  // The interval's job throughput: items (rate x time) and seconds.
+  std::string throughput_label_ = "samples/s";
+  double throughput_items_ = 0;
+  double throughput_seconds_ = 0;
   bool clock_started_ = false;
   Clock::time_point clock_start_;
   int64_t clock_start_iter_ = 0;

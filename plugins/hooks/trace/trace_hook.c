@@ -14,11 +14,25 @@
  *     - type: trace
  *       path: trace.log   # default; relative to work_dir
  *       append: false     # default: truncate the file at the first event
+ *       flush_lines: 100  # lines kept in memory before they are written (1: each
+ *                         # line written at once)
+ *       flush_seconds: 0.5  # ... or once the oldest kept line is this old
+ *                           # (checked when a line is added)
  *
  * The file is opened at the first event, not at Create, so that a dry run
  * (which creates every component) writes nothing.
  *
- * Line format (flushed after each line):
+ * Lines are kept in memory and written together, as the metrics hook does:
+ * the trace writes two lines per train iteration, and a write(2) per line
+ * cost small models more than the rest of the hook. The per-iteration events
+ * (before/after_{train,val,test}_iter) only add their line; every other event
+ * (epoch and loop boundaries, checkpoints, after_run, events of a later ABI
+ * minor) writes everything kept, its own line included, and so does Destroy,
+ * which the host also calls when the run fails with an error. Only a process
+ * killed outright (SIGKILL, a crash signal) loses lines: at most the last
+ * flush_lines lines or flush_seconds. Whole lines are written, never a part.
+ *
+ * Line format:
  *   <event> mode=<train|val|test> epoch=<e> iter=<i> inner_iter=<j>
  *       [ <metric>=<value %.6g>]... [ dir=<checkpoint_dir>] [ events_seen=<n>]
  *
@@ -28,21 +42,33 @@
  * restored value: a resumed run continues the count of the run it resumes.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rh/rh_plugin.h"
 
 #define TRACE_DEFAULT_PATH "trace.log"
 #define TRACE_STATE_KEY "events_seen"
+#define TRACE_DEFAULT_FLUSH_LINES 100
+#define TRACE_DEFAULT_FLUSH_SECONDS 0.5
 
 typedef struct TraceHook {
   const rh_HostApi* host; /* owned by the host, valid until exit */
-  FILE* file;             /* NULL until the first event */
+  rh_Context* context;    /* for Log from Destroy; owned by the host */
+  FILE* file;             /* NULL until the first event; unbuffered (pending is the buffer) */
   int32_t append;         /* open with "a" instead of "w" */
   char* path;             /* the resolved path, NUL-terminated, owned */
   uint64_t events_seen;   /* events handled so far, the current one included */
+  int64_t flush_lines;    /* write once this many lines are kept */
+  double flush_seconds;   /* ... or once the oldest kept line is this old */
+  char* pending;          /* whole lines not yet written (not NUL-terminated), owned */
+  size_t pending_size;
+  size_t pending_capacity; /* kept across flushes: no allocation once grown */
+  int64_t pending_lines;
+  struct timespec oldest_pending; /* when the first kept line was added */
 } TraceHook;
 
 /* ---- Small helpers -------------------------------------------------------- */
@@ -125,6 +151,44 @@ static int trace_parse_count(rh_StringView text, uint64_t* out) {
   return 0;
 }
 
+/* Seconds from `from` to now. timespec_get is C11's only clock (TIME_UTC:
+ * the wall clock); a clock step only moves one flush earlier or later. */
+static double trace_seconds_since(const struct timespec* from) {
+  struct timespec now;
+  if (timespec_get(&now, TIME_UTC) != TIME_UTC) return 0.0;
+  return (double)(now.tv_sec - from->tv_sec) + (double)(now.tv_nsec - from->tv_nsec) * 1e-9;
+}
+
+/* Appends printf-formatted text to the kept lines, growing the buffer when
+ * needed (doubling: once it holds flush_lines lines it stops growing).
+ * Returns 0, or -1 when out of memory or the format fails. */
+static int trace_appendf(TraceHook* hook, const char* format, ...) {
+  for (;;) {
+    size_t room = hook->pending_capacity - hook->pending_size;
+    va_list args;
+    int n;
+    va_start(args, format);
+    n = vsnprintf(hook->pending + hook->pending_size, room, format, args);
+    va_end(args);
+    if (n < 0) return -1;
+    /* vsnprintf needs room for its NUL too, which the next append overwrites. */
+    if ((size_t)n < room) {
+      hook->pending_size += (size_t)n;
+      return 0;
+    }
+    {
+      size_t wanted = hook->pending_size + (size_t)n + 1;
+      size_t capacity = hook->pending_capacity > 0 ? hook->pending_capacity : 4096;
+      char* grown;
+      while (capacity < wanted) capacity *= 2;
+      grown = realloc(hook->pending, capacity);
+      if (grown == NULL) return -1;
+      hook->pending = grown;
+      hook->pending_capacity = capacity;
+    }
+  }
+}
+
 /* ---- Configuration -------------------------------------------------------- */
 
 /* Looks `key` up (the host records the lookup even when the key is absent,
@@ -149,12 +213,53 @@ static rh_Error* trace_io_error(const TraceHook* hook, const char* what) {
   return error;
 }
 
+/* Writes the kept lines (one write(2): the file is unbuffered). They are
+ * dropped on a failed write too: the error stops the run, and Destroy must
+ * not report the same error again. */
+static rh_Error* trace_flush(TraceHook* hook) {
+  size_t size = hook->pending_size;
+  if (size == 0) return NULL;
+  hook->pending_size = 0;
+  hook->pending_lines = 0;
+  if (fwrite(hook->pending, 1, size, hook->file) != size || fflush(hook->file) != 0) {
+    return trace_io_error(hook, "cannot write trace file");
+  }
+  return NULL;
+}
+
+/* Events that only add their line; every other one writes what is kept. */
+static int trace_is_iteration_event(rh_HookEvent event) {
+  switch (event) {
+    case RH_EVENT_BEFORE_TRAIN_ITER:
+    case RH_EVENT_AFTER_TRAIN_ITER:
+    case RH_EVENT_BEFORE_VAL_ITER:
+    case RH_EVENT_AFTER_VAL_ITER:
+    case RH_EVENT_BEFORE_TEST_ITER:
+    case RH_EVENT_AFTER_TEST_ITER:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 /* ---- The vtable ----------------------------------------------------------- */
 
+/* Also reached when the run fails: the host destroys its hooks while the
+ * error unwinds, so the kept lines are written here. Destroy cannot return
+ * an error: a failed last write is logged. */
 static void TraceHook_Destroy(rh_HookInstance* instance) {
   TraceHook* hook = (TraceHook*)instance;
   if (hook == NULL) return;
-  if (hook->file != NULL) fclose(hook->file);
+  if (hook->file != NULL) {
+    rh_Error* error = trace_flush(hook);
+    if (error != NULL) {
+      rh_StringView message = hook->host->Error_Message(error);
+      hook->host->Log(hook->context, RH_LOG_ERROR, message.data, message.size);
+      hook->host->Error_Destroy(error);
+    }
+    fclose(hook->file);
+  }
+  free(hook->pending);
   free(hook->path);
   free(hook);
 }
@@ -164,8 +269,12 @@ static rh_Error* TraceHook_Create(const rh_CreateArgs* args, rh_HookInstance** o
   /* Every supported key is looked up before any is read. */
   const rh_ConfigNode* path_node = trace_config_get(args, "path");
   const rh_ConfigNode* append_node = trace_config_get(args, "append");
+  const rh_ConfigNode* flush_lines_node = trace_config_get(args, "flush_lines");
+  const rh_ConfigNode* flush_seconds_node = trace_config_get(args, "flush_seconds");
   rh_StringView path = RH_STR(TRACE_DEFAULT_PATH);
   int32_t append = 0;
+  int64_t flush_lines = TRACE_DEFAULT_FLUSH_LINES;
+  double flush_seconds = TRACE_DEFAULT_FLUSH_SECONDS;
   TraceHook* hook;
   rh_Error* error;
 
@@ -174,14 +283,36 @@ static rh_Error* TraceHook_Create(const rh_CreateArgs* args, rh_HookInstance** o
   if (append_node != NULL && (error = host->Config_AsBool(append_node, &append)) != NULL) {
     return error;
   }
+  if (flush_lines_node != NULL &&
+      (error = host->Config_AsInt(flush_lines_node, &flush_lines)) != NULL) {
+    return error;
+  }
+  if (flush_seconds_node != NULL &&
+      (error = host->Config_AsDouble(flush_seconds_node, &flush_seconds)) != NULL) {
+    return error;
+  }
   if (path.size == 0) {
     static const char kMessage[] = "must not be empty";
     return host->Config_Error(path_node, kMessage, sizeof(kMessage) - 1);
+  }
+  if (flush_lines < 1) {
+    char message[64];
+    int size = snprintf(message, sizeof(message), "must be >= 1, got %lld", (long long)flush_lines);
+    return host->Config_Error(flush_lines_node, message, (size_t)size);
+  }
+  if (!(flush_seconds >= 0.0) || flush_seconds > 3600.0) {
+    char message[64];
+    int size =
+        snprintf(message, sizeof(message), "must be between 0 and 3600, got %g", flush_seconds);
+    return host->Config_Error(flush_seconds_node, message, (size_t)size);
   }
 
   hook = calloc(1, sizeof(*hook));
   if (hook == NULL) return trace_error(host, RH_ERROR_INTERNAL, "out of memory");
   hook->host = host;
+  hook->context = args->context;
+  hook->flush_lines = flush_lines;
+  hook->flush_seconds = flush_seconds;
   hook->path = trace_resolve_path(args->work_dir, path);
   if (hook->path == NULL) {
     TraceHook_Destroy((rh_HookInstance*)hook);
@@ -239,14 +370,16 @@ static rh_Error* TraceHook_OnEvent(rh_HookInstance* instance, const rh_HookEvent
   const char* name = trace_event_name(args->event);
   int checkpoint_event = args->event == RH_EVENT_BEFORE_SAVE_CHECKPOINT ||
                          args->event == RH_EVENT_AFTER_LOAD_CHECKPOINT;
-  FILE* f;
+  size_t line_start;
+  int failed = 0;
   size_t i;
 
   if (hook->file == NULL) {
     hook->file = fopen(hook->path, hook->append ? "a" : "w");
     if (hook->file == NULL) return trace_io_error(hook, "cannot open trace file");
+    /* pending is the buffer; unbuffered, a flush is one write(2) of whole lines. */
+    setvbuf(hook->file, NULL, _IONBF, 0);
   }
-  f = hook->file;
 
   hook->events_seen += 1;
   if (checkpoint_event) {
@@ -254,26 +387,42 @@ static rh_Error* TraceHook_OnEvent(rh_HookInstance* instance, const rh_HookEvent
     if (error != NULL) return error;
   }
 
-  if (name != NULL) {
-    fputs(name, f);
-  } else {
-    fprintf(f, "event_%d", (int)args->event);
+  line_start = hook->pending_size;
+  if (hook->pending_lines == 0 && timespec_get(&hook->oldest_pending, TIME_UTC) != TIME_UTC) {
+    hook->oldest_pending.tv_sec = 0; /* no clock: flush_lines and the events still flush */
+    hook->oldest_pending.tv_nsec = 0;
   }
-  fprintf(f, " mode=%s epoch=%lld iter=%lld inner_iter=%lld", trace_mode_name(state->mode),
-          (long long)state->epoch, (long long)state->iter, (long long)state->inner_iter);
+  if (name != NULL) {
+    failed |= trace_appendf(hook, "%s", name);
+  } else {
+    failed |= trace_appendf(hook, "event_%d", (int)args->event);
+  }
+  failed |= trace_appendf(hook, " mode=%s epoch=%lld iter=%lld inner_iter=%lld",
+                          trace_mode_name(state->mode), (long long)state->epoch,
+                          (long long)state->iter, (long long)state->inner_iter);
   for (i = 0; i < args->num_metrics; ++i) {
     const rh_Metric* metric = &args->metrics[i];
-    fprintf(f, " %.*s=%.6g", (int)metric->name.size, metric->name.data, metric->value);
+    failed |=
+        trace_appendf(hook, " %.*s=%.6g", (int)metric->name.size, metric->name.data, metric->value);
   }
   if (args->checkpoint_dir.size > 0) {
-    fprintf(f, " dir=%.*s", (int)args->checkpoint_dir.size, args->checkpoint_dir.data);
+    failed |=
+        trace_appendf(hook, " dir=%.*s", (int)args->checkpoint_dir.size, args->checkpoint_dir.data);
   }
   if (checkpoint_event) {
-    fprintf(f, " events_seen=%llu", (unsigned long long)hook->events_seen);
+    failed |= trace_appendf(hook, " events_seen=%llu", (unsigned long long)hook->events_seen);
   }
-  fputc('\n', f);
+  failed |= trace_appendf(hook, "\n");
+  if (failed) {
+    hook->pending_size = line_start; /* never a part of a line */
+    return trace_error(hook->host, RH_ERROR_INTERNAL, "trace hook: out of memory");
+  }
+  hook->pending_lines += 1;
 
-  if (fflush(f) != 0 || ferror(f)) return trace_io_error(hook, "cannot write trace file");
+  if (!trace_is_iteration_event(args->event) || hook->pending_lines >= hook->flush_lines ||
+      trace_seconds_since(&hook->oldest_pending) >= hook->flush_seconds) {
+    return trace_flush(hook);
+  }
   return NULL;
 }
 

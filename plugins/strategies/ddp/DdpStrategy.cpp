@@ -29,11 +29,26 @@
 //     broadcast_buffers: true         # rank 0's buffers (batch-norm statistics) after every step, one broadcast
 //     device: auto                    # auto (cuda:LOCAL_RANK when LibTorch sees GPUs, else cpu) | cpu | cuda
 // clang-format on
+//
+// Metrics of every step that synchronises: ddp/comm_bytes (bytes this rank
+// handed to collectives: the gradient buckets, plus the buffers' broadcast,
+// find_unused_parameters' usage exchange and late gradients, and the bucket
+// order broadcast once after the first step) and ddp/comm_ms (time the
+// training thread spent in communication calls: issuing buckets, waiting
+// for them, blocking collectives; the communication *not* hidden behind
+// compute). Profiler ranges (hook `profiler`): ddp::all_reduce where a
+// bucket is copied in and issued, async:ddp::all_reduce bucket <b> from
+// issue until its wait returns (an async track in the trace: the time in
+// flight, which the communicator's own threads cannot show, since the
+// profiler records only LibTorch's threads), ddp::wait, ddp::broadcast_buffers,
+// ddp::usage_exchange, ddp::late_gradients, ddp::rebuild_buckets.
+#include <ATen/record_function.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 
@@ -52,6 +67,23 @@ constexpr const char* kPlanLengths = "bucket_plan.lengths";  // parameters per b
 // observed order (0: still the initial reverse-order plan)
 constexpr const char* kPlanMeta = "bucket_plan.meta";
 constexpr const char* kUnusedEverywhere = "unused_everywhere";  // per parameter, 0/1
+
+using Clock = std::chrono::steady_clock;
+
+// Adds the time of its scope to `total_s` (communication time of the step).
+class CommTimer {
+ public:
+  explicit CommTimer(double& total_s) : total_s_(total_s), start_(Clock::now()) {}
+  ~CommTimer() { total_s_ += std::chrono::duration<double>(Clock::now() - start_).count(); }
+  CommTimer(const CommTimer&) = delete;
+  CommTimer& operator=(const CommTimer&) = delete;
+
+ private:
+  double& total_s_;
+  Clock::time_point start_;
+};
+
+int64_t bytes_of(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
 size_t megabytes(const rh::Config& cfg, const std::string& key, double fallback) {
   const double mb = cfg.get<double>(key, fallback);
@@ -203,9 +235,15 @@ class DdpStrategy {
   // bytes side by side in one byte tensor (a broadcast copies bytes, so
   // buffers of any dtype share it).
   void after_optimizer_step() {
+    broadcast_buffers();
+    put_comm_metrics();
+  }
+
+  void broadcast_buffers() {
     if (!broadcast_buffers_) return;
     const size_t n = api_->Model_NumBuffers(model_);
     if (n == 0) return;
+    RECORD_USER_SCOPE("ddp::broadcast_buffers");
     std::vector<at::Tensor> buffers;
     std::vector<std::string> names;
     int64_t total = 0;
@@ -241,7 +279,12 @@ class DdpStrategy {
         slice.copy_(b.contiguous().reshape({-1}).view(at::kByte));
       });
     DLManagedTensor* dl = rh::export_tensor(buffer_bytes_);
-    rh_Error* err = host_->Comm_Broadcast(world_, dl, 0, nullptr);
+    rh_Error* err = nullptr;
+    {
+      CommTimer timer(comm_s_);
+      err = host_->Comm_Broadcast(world_, dl, 0, nullptr);
+    }
+    comm_bytes_ += bytes_of(buffer_bytes_);
     dl->deleter(dl);
     rh::check(host_, err);
     if (!root)
@@ -251,6 +294,17 @@ class DdpStrategy {
     // Evidence for the tests: collectives this step spent on buffers.
     static const std::string kMetric = "ddp/buffer_broadcasts";
     rh::check(host_, host_->Metric_Put(context_, kMetric.data(), kMetric.size(), 1.0));
+  }
+
+  // The step's communication (see the header), then counted afresh.
+  void put_comm_metrics() {
+    static const std::string kBytes = "ddp/comm_bytes";
+    static const std::string kMs = "ddp/comm_ms";
+    rh::check(host_, host_->Metric_Put(context_, kBytes.data(), kBytes.size(),
+                                       static_cast<double>(comm_bytes_)));
+    rh::check(host_, host_->Metric_Put(context_, kMs.data(), kMs.size(), 1e3 * comm_s_));
+    comm_bytes_ = 0;
+    comm_s_ = 0;
   }
 
   // The bucket plan, once rebuilt from the observed order: a resumed run
@@ -374,6 +428,7 @@ class DdpStrategy {
   // so that a gradient arriving late is never accumulated into memory that
   // is being reduced.
   void launch(size_t b) {
+    RECORD_USER_SCOPE("ddp::all_reduce");
     for (size_t i : plan_.buckets[b]) {
       at::Tensor slice = slice_of(i);
       at::Tensor g = grad_of(i);
@@ -388,7 +443,15 @@ class DdpStrategy {
       }
     }
     dl_[b] = rh::export_tensor(flats_[b]);
-    rh::check(host_, host_->Comm_AllReduce(world_, dl_[b], RH_REDUCE_SUM, &works_[b]));
+    // Ended by wait_bucket, on the training thread (see the header).
+    in_flight_[b] = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+    if (in_flight_[b]->isActive())
+      in_flight_[b]->before("async:ddp::all_reduce bucket " + std::to_string(b));
+    {
+      CommTimer timer(comm_s_);
+      rh::check(host_, host_->Comm_AllReduce(world_, dl_[b], RH_REDUCE_SUM, &works_[b]));
+    }
+    comm_bytes_ += bytes_of(flats_[b]);
     if (in_backward_) ++launched_in_backward_;
   }
 
@@ -401,7 +464,13 @@ class DdpStrategy {
   }
 
   void wait_bucket(size_t b) {
-    rh_Error* err = host_->CommWork_Wait(works_[b]);
+    RECORD_USER_SCOPE("ddp::wait");
+    rh_Error* err = nullptr;
+    {
+      CommTimer timer(comm_s_);
+      err = host_->CommWork_Wait(works_[b]);
+    }
+    in_flight_[b].reset();  // ends its async range
     host_->CommWork_Destroy(works_[b]);
     works_[b] = nullptr;
     dl_[b]->deleter(dl_[b]);
@@ -414,6 +483,7 @@ class DdpStrategy {
   // trainable parameter, how many ranks have a gradient for it, and on how
   // many it arrived after its bucket had left.
   void start_usage_exchange() {
+    RECORD_USER_SCOPE("ddp::usage_exchange");
     const size_t t = trainable_.size();
     std::vector<float> counts(2 * t, 0.0f);
     for (size_t k = 0; k < t; ++k) {
@@ -423,11 +493,18 @@ class DdpStrategy {
     usage_ = at::from_blob(counts.data(), {static_cast<int64_t>(2 * t)}, at::kFloat)
                  .to(device_of_params_, /*non_blocking=*/false, /*copy=*/true);
     usage_dl_ = rh::export_tensor(usage_);
+    CommTimer timer(comm_s_);
+    comm_bytes_ += bytes_of(usage_);
     rh::check(host_, host_->Comm_AllReduce(world_, usage_dl_, RH_REDUCE_SUM, &usage_work_));
   }
 
   void finish_usage_exchange() {
-    rh_Error* err = host_->CommWork_Wait(usage_work_);
+    RECORD_USER_SCOPE("ddp::usage_exchange_wait");
+    rh_Error* err = nullptr;
+    {
+      CommTimer timer(comm_s_);
+      err = host_->CommWork_Wait(usage_work_);
+    }
     host_->CommWork_Destroy(usage_work_);
     usage_work_ = nullptr;
     usage_dl_->deleter(usage_dl_);
@@ -453,6 +530,7 @@ class DdpStrategy {
   // adds it to the summed slice. Correct, but rounded differently from a
   // single sum; it only happens when the set of used parameters changes.
   void add_late_gradients(const std::vector<size_t>& params) {
+    RECORD_USER_SCOPE("ddp::late_gradients");
     int64_t total = 0;
     for (size_t i : params) total += numel_[i];
     at::Tensor missed =
@@ -466,7 +544,12 @@ class DdpStrategy {
       offset += numel_[i];
     }
     DLManagedTensor* dl = rh::export_tensor(missed);
-    rh_Error* err = host_->Comm_AllReduce(world_, dl, RH_REDUCE_SUM, nullptr);
+    rh_Error* err = nullptr;
+    {
+      CommTimer timer(comm_s_);
+      err = host_->Comm_AllReduce(world_, dl, RH_REDUCE_SUM, nullptr);
+    }
+    comm_bytes_ += bytes_of(missed);
     dl->deleter(dl);
     rh::check(host_, err);
     offset = 0;
@@ -552,6 +635,7 @@ class DdpStrategy {
   // After the first iteration, buckets follow the order gradients actually
   // arrived in — rank 0's order, so that all ranks agree.
   void rebuild_from_observed_order() {
+    RECORD_USER_SCOPE("ddp::rebuild_buckets");
     record_order_ = false;
     std::vector<int64_t> order(trainable_.size(), -1);
     std::vector<bool> seen(numel_.size(), false);
@@ -567,7 +651,12 @@ class DdpStrategy {
     at::Tensor t = at::from_blob(order.data(), {static_cast<int64_t>(order.size())}, at::kLong)
                        .to(device_of_params_);
     DLManagedTensor* dl = rh::export_tensor(t);
-    rh_Error* err = host_->Comm_Broadcast(world_, dl, 0, nullptr);
+    rh_Error* err = nullptr;
+    {
+      CommTimer timer(comm_s_);
+      err = host_->Comm_Broadcast(world_, dl, 0, nullptr);
+    }
+    comm_bytes_ += bytes_of(t);
     dl->deleter(dl);
     rh::check(host_, err);
     t = t.cpu();
@@ -582,6 +671,7 @@ class DdpStrategy {
     ready_.assign(plan_.buckets.size(), 0);
     works_.assign(plan_.buckets.size(), nullptr);
     dl_.assign(plan_.buckets.size(), nullptr);
+    in_flight_.resize(plan_.buckets.size());
     flats_.clear();
     offset_in_bucket_.assign(numel_.size(), 0);
     for (const auto& bucket : plan_.buckets) {
@@ -596,6 +686,7 @@ class DdpStrategy {
   }
 
   void release_works() {
+    for (auto& range : in_flight_) range.reset();
     for (rh_CommWork*& w : works_) {
       if (w != nullptr) host_->CommWork_Destroy(w);
       w = nullptr;
@@ -640,6 +731,11 @@ class DdpStrategy {
   std::vector<size_t> ready_;
   std::vector<rh_CommWork*> works_;
   std::vector<DLManagedTensor*> dl_;
+  // Per bucket: its profiler range while its all-reduce is in flight (empty
+  // when no profiler is on).
+  std::vector<std::unique_ptr<at::RecordFunction>> in_flight_;
+  int64_t comm_bytes_ = 0;  // this step's communication (put_comm_metrics)
+  double comm_s_ = 0;
   size_t next_launch_ = 0;
   bool sync_ = true;
   bool in_backward_ = false;

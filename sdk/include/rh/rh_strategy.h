@@ -139,10 +139,14 @@ typedef struct rh_OptimParam {
   size_t struct_size;
   rh_StringView name; /* parameter name (paramwise_cfg matches it); copied */
   /* The values the optimizer updates in place. Ownership passes to the host
-   * (it calls the deleter when the optimizer is destroyed). */
+   * with the add() call, also when it fails (the host calls the deleter when
+   * the optimizer is destroyed, or at once on failure). */
   DLManagedTensor* param;
-  /* Where the strategy leaves this tensor's gradient before each step; same
-   * shape as `param`. Ownership passes to the host. */
+  /* Where the strategy leaves this tensor's gradient before each step
+   * (SyncGradients); same shape, dtype and device as `param`. The host binds
+   * it, without a copy, as the gradient the optimizer reads, and never zeroes
+   * it: the strategy owns its values. Ownership passes to the host as for
+   * `param`. */
   DLManagedTensor* grad;
 } rh_OptimParam;
 #define RH_OPTIM_PARAM_STRUCT_SIZE RH_STRUCT_SIZE(rh_OptimParam, grad)
@@ -167,8 +171,12 @@ typedef struct rh_StrategyVtable {
   rh_Error* (*SetupEnv)(rh_StrategyInstance* instance, rh_SetupEnvArgs* args);
   /* Optional. Lifecycle step 5. NULL = the model is used as built. */
   rh_Error* (*Wrap)(rh_StrategyInstance* instance, const rh_WrapArgs* args);
-  /* Optional. Lifecycle step 7. NULL = every parameter with requires_grad,
-   * as the model holds it. */
+  /* Optional. Lifecycle step 7: the tensors the optimizer updates, by name
+   * (paramwise_cfg matches the names; checkpoints store their state under
+   * them). NULL = every parameter with requires_grad, as the model holds it.
+   * With it, optim_wrapper.clip_grad is refused (no global-norm entry yet),
+   * and after each optimizer step the host drops the model parameters'
+   * gradients (set to none), as zero_grad does without it. */
   rh_Error* (*OptimizerParams)(rh_StrategyInstance* instance, const rh_OptimParamSink* sink);
   /* Optional. After backward, before gradient clipping and the optimizer
    * step: make the optimizer's gradients complete (wait for buckets,

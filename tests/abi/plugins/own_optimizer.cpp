@@ -1,0 +1,141 @@
+// own_optimizer.cpp — a single-process strategy that hands the host its own
+// optimizer tensors (OptimizerParams): each trainable parameter's values as
+// the model holds them, and a gradient buffer of its own that SyncGradients
+// fills from the model's gradient. Training with it must equal `single` bit
+// for bit — the test of the host's OptimizerParams path. Its traits can be
+// set from the config, to test what the host refuses.
+//
+//   strategy: {type: own_optimizer, plugin: .../librh_test_own_optimizer.so,
+//              load_phase: before_wrap|after_wrap, sharded_checkpoint: false}
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rh/cpp/config.hpp"
+#include "rh/cpp/plugin.hpp"
+
+namespace {
+
+// A DLManagedTensor that owns a copy of `src`'s shape and, when `own_data`,
+// a zeroed buffer of the same size instead of src's data.
+DLManagedTensor* make_tensor(const DLTensor& src, bool own_data, size_t bytes) {
+  struct Holder {
+    DLManagedTensor managed;
+    std::vector<int64_t> shape;
+    void* buffer = nullptr;
+  };
+  auto* h = new Holder;
+  h->shape.assign(src.shape, src.shape + src.ndim);
+  h->managed.dl_tensor = src;
+  h->managed.dl_tensor.shape = h->shape.data();
+  h->managed.dl_tensor.strides = nullptr;  // contiguous
+  h->managed.dl_tensor.byte_offset = 0;
+  if (own_data) {
+    h->buffer = std::calloc(1, bytes);
+    h->managed.dl_tensor.data = h->buffer;
+  } else {
+    h->managed.dl_tensor.data = static_cast<char*>(src.data) + src.byte_offset;
+  }
+  h->managed.manager_ctx = h;
+  h->managed.deleter = [](DLManagedTensor* self) {
+    auto* holder = static_cast<Holder*>(self->manager_ctx);
+    std::free(holder->buffer);
+    delete holder;
+  };
+  return &h->managed;
+}
+
+size_t bytes_of(const DLTensor& t) {
+  size_t n = static_cast<size_t>(t.dtype.bits / 8) * t.dtype.lanes;
+  for (int32_t d = 0; d < t.ndim; ++d) n *= static_cast<size_t>(t.shape[d]);
+  return n;
+}
+
+class OwnOptimizer {
+ public:
+  explicit OwnOptimizer(const rh_CreateArgs& args) : host_(args.host) {
+    rh::Config cfg(args.host, args.config);
+    const std::string phase = cfg.get<std::string>("load_phase", "before_wrap");
+    if (phase != "before_wrap" && phase != "after_wrap")
+      cfg.child("load_phase").throw_error("expected before_wrap or after_wrap");
+    after_wrap_ = phase == "after_wrap";
+    sharded_ = cfg.get<bool>("sharded_checkpoint", false);
+  }
+  void traits(rh_StrategyTraits& t) const {
+    t.load_phase = after_wrap_ ? RH_LOAD_AFTER_WRAP : RH_LOAD_BEFORE_WRAP;
+    t.sharded_checkpoint = sharded_ ? 1 : 0;
+  }
+  void setup_env(rh_SetupEnvArgs& args) { args.device = DLDevice{kDLCPU, 0}; }
+  void wrap(const rh_WrapArgs& args) {
+    model_ = args.model;
+    api_ = args.model_api;
+    for (size_t i = 0; i < api_->Model_NumParams(model_); ++i) {
+      rh_ParamInfo info{};
+      info.struct_size = RH_PARAM_INFO_STRUCT_SIZE;
+      rh::check(host_, api_->Model_GetParam(model_, i, &info));
+      if (!info.requires_grad) continue;
+      params_.push_back({i, std::string(info.name.data, info.name.size), info.data->dl_tensor,
+                         nullptr, bytes_of(info.data->dl_tensor)});
+    }
+  }
+  void optimizer_params(const rh_OptimParamSink& sink) {
+    for (Param& p : params_) {
+      DLManagedTensor* value = make_tensor(p.view, false, p.bytes);
+      DLManagedTensor* grad = make_tensor(p.view, true, p.bytes);
+      p.grad = static_cast<char*>(grad->dl_tensor.data);
+      rh_OptimParam op{RH_OPTIM_PARAM_STRUCT_SIZE, {p.name.data(), p.name.size()}, value, grad};
+      rh::check(host_, sink.add(sink.user_data, &op));
+    }
+  }
+  void sync_gradients(bool sync) {
+    if (!sync) return;
+    for (Param& p : params_) {
+      DLManagedTensor* g = nullptr;
+      rh::check(host_, api_->Model_GetGrad(model_, p.index, &g));
+      if (g == nullptr)
+        std::memset(p.grad, 0, p.bytes);
+      else
+        std::memcpy(p.grad, static_cast<const char*>(g->dl_tensor.data) + g->dl_tensor.byte_offset,
+                    p.bytes);
+    }
+  }
+
+ private:
+  struct Param {
+    size_t index;
+    std::string name;
+    DLTensor view;  // the model's parameter (host-owned data)
+    char* grad;     // our buffer (owned by the host's tensor once handed over)
+    size_t bytes;
+  };
+  const rh_HostApi* host_;
+  rh_Model* model_ = nullptr;
+  const rh_ModelApi* api_ = nullptr;
+  bool after_wrap_ = false;
+  bool sharded_ = false;
+  std::vector<Param> params_;
+};
+
+const rh_Component kComponents[] = {
+    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_STRATEGY, RH_STR("own_optimizer"),
+     RH_STR("hands the host its own optimizer tensors (OptimizerParams tests)"),
+     &rh::StrategyAdapter<OwnOptimizer>::vtable},
+};
+
+const rh_PluginInfo kInfo = {
+    RH_PLUGIN_INFO_STRUCT_SIZE,
+    RH_ABI_VERSION_MAJOR,
+    RH_ABI_VERSION_MINOR,
+    RH_STR("rh_test_own_optimizer"),
+    RH_STR("0.1.0"),
+    RH_NATIVE_TAG_NONE,
+    kComponents,
+    1,
+    nullptr,
+    nullptr,
+};
+
+}  // namespace
+
+extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
