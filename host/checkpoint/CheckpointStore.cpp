@@ -193,8 +193,27 @@ std::string CheckpointStore::meta_digest(const fs::path& dir) const {
   return checkpoint::meta_digest(dir);
 }
 
+void CheckpointStore::write_files(const fs::path& tmp, const std::vector<CheckpointFile>& files) {
+  const std::string tmp_str = tmp.string();
+  for (const CheckpointFile& f : files) {
+    if (!plain_name(f.stem))
+      throw host::HostError(RH_ERROR_INVALID_ARGUMENT,
+                            "checkpoint file stem '" + f.stem + "' is not a plain file name");
+    rh_CheckpointFileArgs args = file_args(tmp, tmp_str, f.stem, const_cast<rh_StateDict*>(f.dict));
+    rh_Error* err = host::call_plugin(io_.what() + " Save",
+                                      [&] { return io_.vtable().Save(io_.handle(), &args); });
+    host::throw_if_error(err, tmp_str + ": " + io_.what() + " Save of '" + f.stem + "'");
+  }
+  if (io_.vtable().Flush != nullptr) {
+    rh_Error* err =
+        host::call_plugin(io_.what() + " Flush", [&] { return io_.vtable().Flush(io_.handle()); });
+    host::throw_if_error(err, tmp_str + ": " + io_.what() + " Flush");
+  }
+}
+
 fs::path CheckpointStore::save(const std::string& name, const std::vector<CheckpointFile>& files,
-                               const std::string& meta_json) {
+                               const std::string& meta_json,
+                               const std::function<void(const fs::path&)>& before_meta) {
   const std::string problem = name_problem(name);
   if (!problem.empty())
     throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name: " + problem);
@@ -229,6 +248,7 @@ fs::path CheckpointStore::save(const std::string& name, const std::vector<Checkp
                                         [&] { return io_.vtable().Flush(io_.handle()); });
       host::throw_if_error(err, "checkpoint '" + name + "': " + io_.what() + " Flush");
     }
+    if (before_meta) before_meta(tmp);
     publish_step("files_written");
     write_file_durably(tmp / "meta.json", meta_json);
     fsync_path(tmp, true);

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,8 +57,17 @@ class CheckpointStore {
   // Publishes checkpoint `name`; returns its directory. `meta_json` is the
   // content of meta.json (it must list the stems under "files" and hold
   // "iter"). Throws HostError (RH_ERROR_IO...) naming the directory.
-  std::filesystem::path save(const std::string& name, const std::vector<CheckpointFile>& files,
-                             const std::string& meta_json);
+  // `before_meta` (sharded checkpoints): runs once this process's files are
+  // in the temporary directory, before meta.json; the other ranks write
+  // theirs into the directory it is given (write_files) meanwhile. It
+  // throws to abandon the save.
+  std::filesystem::path save(
+      const std::string& name, const std::vector<CheckpointFile>& files,
+      const std::string& meta_json,
+      const std::function<void(const std::filesystem::path& tmp)>& before_meta = {});
+  // Writes `files` into a save's temporary directory (another rank's
+  // before_meta gave it), each fsynced by the plugin. Throws HostError.
+  void write_files(const std::filesystem::path& tmp, const std::vector<CheckpointFile>& files);
   // Deletes a published checkpoint; refuses the one `latest` names.
   void remove(const std::string& name);
 

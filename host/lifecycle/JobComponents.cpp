@@ -11,19 +11,33 @@ namespace {
 // right and be wrong.
 void check_traits(const host::StrategyInstance& strategy) {
   const rh_StrategyTraits t = strategy.traits();
-  if (t.load_phase == RH_LOAD_AFTER_WRAP)
+  const rh_StrategyVtable& vt = strategy.vtable();
+  const bool unit_params = RH_STRUCT_HAS(&vt, rh_StrategyVtable, UnitParams) && vt.UnitParams;
+  if (t.load_phase == RH_LOAD_AFTER_WRAP && !unit_params)
     throw host::HostError(
         RH_ERROR_UNIMPLEMENTED,
         strategy.what() +
-            " declares load_phase after_wrap (weights loaded through the strategy), which this "
-            "host does not support yet: it would copy them into the model's parameters behind "
-            "the strategy; declare before_wrap");
-  if (t.sharded_checkpoint != 0)
+            " declares load_phase after_wrap (weights loaded through the strategy) but has no "
+            "UnitParams entry (ABI 1.3) to take them: the host would copy them into the model's "
+            "parameters behind the strategy; implement UnitParams or declare before_wrap");
+  if (t.sharded_checkpoint != 0 && (!unit_params || vt.OptimizerParams == nullptr))
     throw host::HostError(RH_ERROR_UNIMPLEMENTED,
                           strategy.what() +
-                              " declares sharded_checkpoint (every rank writes its own shard), "
-                              "which this host does not support yet: only rank 0 writes "
-                              "checkpoints, so the other ranks' shards would be lost");
+                              " declares sharded_checkpoint (every rank writes its own shard) "
+                              "without OptimizerParams and UnitParams (ABI 1.3): the host "
+                              "saves the shards OptimizerParams gives and gathers the model "
+                              "for rank 0 through UnitParams");
+  if (t.input_dtype.code != 0 || t.input_dtype.bits != 0) {
+    const bool floating = (t.input_dtype.code == kDLFloat || t.input_dtype.code == kDLBfloat) &&
+                          t.input_dtype.lanes == 1;
+    if (!floating)
+      throw host::HostError(RH_ERROR_INVALID_ARGUMENT,
+                            strategy.what() +
+                                " declares an input_dtype that is not a floating-point "
+                                "type (DLPack code " +
+                                std::to_string(t.input_dtype.code) + ", " +
+                                std::to_string(t.input_dtype.bits) + " bits)");
+  }
 }
 
 }  // namespace

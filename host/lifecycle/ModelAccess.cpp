@@ -5,6 +5,8 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include <array>
+
 #include "model/Model.hpp"
 #include "plugins/HostError.hpp"
 #include "rh/cpp/torch.hpp"
@@ -60,6 +62,36 @@ struct rh_Model {
   // Gradient accumulators with our post hooks: kept alive for the whole run
   // (autograd holds them only weakly between backwards).
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  // Parameters with a grad-ready callback (their dtype and device are then
+  // fixed: set_data to another dtype would orphan the accumulator).
+  std::vector<char> has_grad_callback;
+  std::vector<char> tied;
+  // Bytes of each parameter's storage while freed (Model_FreeParamStorage);
+  // 0 when it holds its memory.
+  std::vector<size_t> freed_bytes;
+
+  // Unit callbacks (Model_AddUnitCallback), by unit and phase.
+  struct UnitCallback {
+    rh_UnitFn fn;
+    void* user;
+  };
+  std::vector<std::array<std::vector<UnitCallback>, 4>> unit_callbacks;
+  bool any_post_backward = false;
+  bool post_backward_hooks_added = false;
+  std::vector<int> params_pending;  // per unit: trainable parameters without their gradient yet
+  std::vector<char> post_backward_done;
+  std::vector<int> trainable_in_unit;
+
+  void fire_unit(int32_t unit, rh_UnitPhase phase) {
+    for (const UnitCallback& cb : unit_callbacks[unit][phase])
+      rh::host::throw_if_error(cb.fn(cb.user, unit, phase),
+                               "unit callback of '" + units[unit].name + "'");
+  }
+  void post_backward(int32_t unit) {
+    if (post_backward_done[unit]) return;
+    post_backward_done[unit] = 1;
+    fire_unit(unit, RH_UNIT_POST_BACKWARD);
+  }
 
   DLManagedTensor* view(CachedView& cached, const at::Tensor& t) {
     if (cached.shows(t)) return cached.view;
@@ -79,6 +111,18 @@ struct rh_Model {
       for (const CachedView& c : *list) n += c.view != nullptr ? 1 : 0;
     for (DLManagedTensor* v : grad_views) n += v != nullptr ? 1 : 0;
     return n;
+  }
+
+  // Frees a parameter's cached view (the borrow ended: Model_SetParamData,
+  // Model_FreeParamStorage).
+  void drop_view(size_t i) {
+    if (param_views[i].view != nullptr) param_views[i].view->deleter(param_views[i].view);
+    param_views[i] = CachedView{};
+  }
+  void drop_grad_view(size_t i) {
+    if (grad_views[i] != nullptr) grad_views[i]->deleter(grad_views[i]);
+    grad_views[i] = nullptr;
+    grad_view_of[i] = nullptr;
   }
 
   ~rh_Model() {
@@ -116,6 +160,7 @@ rh_Error* fill(rh_Model* m, rh_Model::CachedView& cached, const rh::model::Named
   info.requires_grad = requires_grad ? 1 : 0;
   info.unit = unit;
   info.data = m->view(cached, t.tensor);
+  info.tied = 0;
   std::memcpy(out, &info, std::min(out->struct_size, sizeof info));
   return nullptr;
 }
@@ -124,8 +169,10 @@ rh_Error* Model_GetParam(rh_Model* m, size_t i, rh_ParamInfo* out) {
   return host::guard_entry("Model_GetParam", [&]() -> rh_Error* {
     if (i >= m->params.size())
       return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_GetParam: index out of range");
-    return fill(m, m->param_views[i], m->params[i], m->module_paths[i], m->unit_of_param[i],
-                m->params[i].tensor.requires_grad(), out);
+    rh_Error* err = fill(m, m->param_views[i], m->params[i], m->module_paths[i],
+                         m->unit_of_param[i], m->params[i].tensor.requires_grad(), out);
+    if (err == nullptr && RH_STRUCT_HAS(out, rh_ParamInfo, tied)) out->tied = m->tied[i];
+    return err;
   });
 }
 
@@ -191,6 +238,117 @@ rh_Error* Model_AddGradReadyCallback(rh_Model* m, size_t i, rh_GradReadyFn fn, v
     std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(p);
     acc->add_post_hook(std::make_unique<GradReadyHook>(fn, user, i));
     m->accumulators.push_back(std::move(acc));
+    m->has_grad_callback[i] = 1;
+    return nullptr;
+  });
+}
+
+// The host's own post hook on every trainable parameter: counts a unit's
+// parameters down to its POST_BACKWARD.
+void count_down(void* user, size_t i) {
+  auto* m = static_cast<rh_Model*>(user);
+  const int32_t unit = m->unit_of_param[i];
+  if (--m->params_pending[unit] == 0) m->post_backward(unit);
+}
+
+rh_Error* Model_AddUnitCallback(rh_Model* m, int32_t unit, rh_UnitPhase phase, rh_UnitFn fn,
+                                void* user) {
+  return host::guard_entry("Model_AddUnitCallback", [&]() -> rh_Error* {
+    if (unit < 0 || static_cast<size_t>(unit) >= m->units.size() || fn == nullptr ||
+        phase < RH_UNIT_PRE_FORWARD || phase > RH_UNIT_POST_BACKWARD)
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                             "Model_AddUnitCallback: bad unit (" + std::to_string(unit) + " of " +
+                                 std::to_string(m->units.size()) + "), phase or NULL function");
+    m->unit_callbacks[unit][phase].push_back({fn, user});
+    if (phase == RH_UNIT_POST_BACKWARD) m->any_post_backward = true;
+    return nullptr;
+  });
+}
+
+rh_Error* Model_SetParamData(rh_Model* m, size_t i, DLManagedTensor* data) {
+  return host::guard_entry("Model_SetParamData", [&]() -> rh_Error* {
+    if (i >= m->params.size() || data == nullptr)
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                             "Model_SetParamData: bad index or NULL data");
+    at::Tensor& p = m->params[i].tensor;
+    const std::string& name = m->params[i].name;
+    const at::Tensor view = rh::borrow_tensor(data);  // for the checks; does not own
+    if (view.sizes() != p.sizes())
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                             "Model_SetParamData: '" + name + "' has shape " + c10::str(p.sizes()) +
+                                 ", the new data " + c10::str(view.sizes()) +
+                                 " (the shape must stay: autograd recorded it; free the "
+                                 "storage to hold only a shard)");
+    if (m->has_grad_callback[i] &&
+        (view.scalar_type() != p.scalar_type() || view.device() != p.device()))
+      return host::new_error(RH_ERROR_FAILED_PRECONDITION,
+                             "Model_SetParamData: '" + name +
+                                 "' already has a grad-ready callback; change its dtype or "
+                                 "device before registering callbacks");
+    if (m->freed_bytes[i] != 0)
+      return host::new_error(RH_ERROR_FAILED_PRECONDITION,
+                             "Model_SetParamData: '" + name + "' has its storage freed");
+    torch::NoGradGuard no_grad;
+    p.set_data(at::fromDLPack(data));  // owns `data` from here on
+    if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+    m->drop_view(i);
+    m->drop_grad_view(i);
+    return nullptr;
+  });
+}
+
+rh_Error* Model_ReleaseGrad(rh_Model* m, size_t i) {
+  return host::guard_entry("Model_ReleaseGrad", [&]() -> rh_Error* {
+    if (i >= m->params.size())
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT, "Model_ReleaseGrad: index out of range");
+    m->drop_grad_view(i);
+    if (m->params[i].tensor.grad().defined()) m->params[i].tensor.mutable_grad() = at::Tensor();
+    return nullptr;
+  });
+}
+
+// The storage must hold exactly the parameter (not a view into a larger
+// one); what shares it (autograd's saved views) sees it freed and restored.
+rh_Error* Model_FreeParamStorage(rh_Model* m, size_t i) {
+  return host::guard_entry("Model_FreeParamStorage", [&]() -> rh_Error* {
+    if (i >= m->params.size())
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                             "Model_FreeParamStorage: index out of range");
+    if (m->freed_bytes[i] != 0) return nullptr;
+    const at::Tensor& p = m->params[i].tensor;
+    c10::StorageImpl* storage = p.storage().unsafeGetStorageImpl();
+    const size_t bytes = static_cast<size_t>(p.numel()) * p.element_size();
+    if (p.storage_offset() != 0 || storage->nbytes() != bytes || !p.is_contiguous())
+      return host::new_error(RH_ERROR_FAILED_PRECONDITION,
+                             "Model_FreeParamStorage: '" + m->params[i].name +
+                                 "' is a view into a larger storage: freeing it would free "
+                                 "other tensors' memory");
+    if (bytes == 0) return nullptr;
+    m->drop_view(i);
+    storage->set_data_ptr_noswap(at::DataPtr(nullptr, p.device()));
+    storage->set_nbytes(0);
+    m->freed_bytes[i] = bytes;
+    return nullptr;
+  });
+}
+
+rh_Error* Model_RestoreParamStorage(rh_Model* m, size_t i) {
+  return host::guard_entry("Model_RestoreParamStorage", [&]() -> rh_Error* {
+    if (i >= m->params.size())
+      return host::new_error(RH_ERROR_INVALID_ARGUMENT,
+                             "Model_RestoreParamStorage: index out of range");
+    const size_t bytes = m->freed_bytes[i];
+    if (bytes == 0) return nullptr;
+    const at::Tensor& p = m->params[i].tensor;
+    c10::StorageImpl* storage = p.storage().unsafeGetStorageImpl();
+    // A storage made from foreign memory (DLPack: Model_SetParamData) has no
+    // allocator of its own: the device's.
+    c10::Allocator* allocator = storage->allocator() != nullptr
+                                    ? storage->allocator()
+                                    : c10::GetAllocator(p.device().type());
+    storage->set_data_ptr_noswap(allocator->allocate(bytes));
+    storage->set_nbytes(bytes);
+    m->freed_bytes[i] = 0;
     return nullptr;
   });
 }
@@ -258,6 +416,24 @@ ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) 
   m.buffer_views.resize(m.buffers.size());
   m.grad_views.assign(m.params.size(), nullptr);
   m.grad_view_of.assign(m.params.size(), nullptr);
+  m.has_grad_callback.assign(m.params.size(), 0);
+  m.freed_bytes.assign(m.params.size(), 0);
+  m.tied.assign(m.params.size(), 0);
+  for (const auto& u : m.units)
+    for (const auto& name : u.shared_param_names)
+      for (size_t i = 0; i < m.params.size(); ++i)
+        if (m.params[i].name == name) m.tied[i] = 1;
+  m.unit_callbacks.resize(m.units.size());
+  m.params_pending.assign(m.units.size(), 0);
+  m.post_backward_done.assign(m.units.size(), 0);
+  m.trainable_in_unit.assign(m.units.size(), 0);
+  if (!m.units.empty())
+    model.set_unit_callback([&m](int unit, model::UnitPhase phase) {
+      const rh_UnitPhase p = phase == model::UnitPhase::PreForward    ? RH_UNIT_PRE_FORWARD
+                             : phase == model::UnitPhase::PostForward ? RH_UNIT_POST_FORWARD
+                                                                      : RH_UNIT_PRE_BACKWARD;
+      m.fire_unit(unit, p);
+    });
   rh_ModelApi& a = impl_->api;
   a.struct_size = RH_MODEL_API_STRUCT_SIZE;
   a.Model_NumParams = &Model_NumParams;
@@ -270,9 +446,40 @@ ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) 
   a.Model_AddGradReadyCallback = &Model_AddGradReadyCallback;
   a.Model_SetGrad = &Model_SetGrad;
   a.Model_BindGrad = &Model_BindGrad;
+  a.Model_SetParamData = &Model_SetParamData;
+  a.Model_AddUnitCallback = &Model_AddUnitCallback;
+  a.Model_ReleaseGrad = &Model_ReleaseGrad;
+  a.Model_FreeParamStorage = &Model_FreeParamStorage;
+  a.Model_RestoreParamStorage = &Model_RestoreParamStorage;
 }
 
-ModelAccess::~ModelAccess() = default;  // rh_Model frees its views
+ModelAccess::~ModelAccess() { impl_->model.model->set_unit_callback(nullptr); }
+
+void ModelAccess::begin_backward() {
+  rh_Model& m = impl_->model;
+  if (!m.any_post_backward) return;
+  if (!m.post_backward_hooks_added) {
+    // Added at the first backward, after Wrap: a strategy may have changed
+    // a parameter's dtype there (set_data makes a new accumulator).
+    m.post_backward_hooks_added = true;
+    for (size_t i = 0; i < m.params.size(); ++i) {
+      const at::Tensor& p = m.params[i].tensor;
+      if (!p.requires_grad()) continue;
+      ++m.trainable_in_unit[m.unit_of_param[i]];
+      std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(p);
+      acc->add_post_hook(std::make_unique<GradReadyHook>(&count_down, &m, i));
+      m.accumulators.push_back(std::move(acc));
+    }
+  }
+  m.params_pending = m.trainable_in_unit;
+  std::fill(m.post_backward_done.begin(), m.post_backward_done.end(), 0);
+}
+
+void ModelAccess::end_backward() {
+  rh_Model& m = impl_->model;
+  if (!m.any_post_backward) return;
+  for (int32_t u = static_cast<int32_t>(m.units.size()) - 1; u >= 0; --u) m.post_backward(u);
+}
 
 rh_Model* ModelAccess::handle() { return &impl_->model; }
 const rh_ModelApi* ModelAccess::api() const { return &impl_->api; }

@@ -1,9 +1,10 @@
 // The model as strategies see it through the C ABI (rh_Model, rh_ModelApi in
 // rh_strategy.h): named parameters and buffers as DLPack views, gradients,
 // units, and per-parameter gradient-ready callbacks (autograd post hooks on
-// each parameter's gradient accumulator). Unit callbacks and replacing a
-// parameter's storage arrive with the sharding strategies and are NULL until
-// then, which the ABI defines as "not provided".
+// each parameter's gradient accumulator), unit callbacks (the model's unit
+// callback and hooks on unit outputs), and what sharding strategies need:
+// replacing a parameter's data, freeing and restoring its storage (the
+// tensor and what autograd saved of it stay), releasing gradients.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,10 @@ class ModelAccess {
   // DLPack views (parameters, buffers, gradients) held for strategies right
   // now: one per tensor, however often they are asked for (tests check it).
   size_t held_views() const;
+  // Around every backward (the train step): POST_BACKWARD unit callbacks
+  // fire as units complete, and at end_backward for the rest.
+  void begin_backward();
+  void end_backward();
 
  private:
   struct Impl;

@@ -4,6 +4,9 @@
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "checkpoint/CheckpointStore.hpp"
@@ -54,7 +57,61 @@ void check(const host::StrategyInstance& s, const char* step, rh_Error* err) {
   host::throw_if_error(err, s.what() + " " + step);
 }
 
+// Sharded checkpoints: the optimizer tensor's own value beside its state.
+constexpr const char* kShardValueSuffix = ".param";
+
+std::string optimizer_stem(int rank, bool sharded) {
+  return sharded ? "optimizer.rank" + std::to_string(rank) : "optimizer";
+}
+
+std::string shape_json(at::IntArrayRef shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// The model's parameters by unit, as UnitParams takes them: entry u for
+// unit u (its own parameters that are not tied), the last for unit -1 (the
+// tied ones).
+std::vector<std::vector<model::NamedTensor>> params_by_unit(model::Model& model) {
+  const std::vector<model::Unit> units = model.units();
+  std::set<std::string> tied;
+  for (const auto& u : units) tied.insert(u.shared_param_names.begin(), u.shared_param_names.end());
+  std::map<std::string, size_t> unit_of;
+  for (size_t u = 0; u < units.size(); ++u)
+    for (const auto& name : units[u].param_names) unit_of[name] = u;
+  std::vector<std::vector<model::NamedTensor>> out(units.size() + 1);
+  for (auto& p : model.named_parameters()) {
+    const auto it = unit_of.find(p.name);
+    const size_t slot = tied.count(p.name) || it == unit_of.end() ? units.size() : it->second;
+    out[slot].push_back(p);
+  }
+  return out;
+}
+
 }  // namespace
+
+bool RunCheckpoints::through_strategy() const {
+  const auto& vt = strategy_.vtable();
+  return RH_STRUCT_HAS(&vt, rh_StrategyVtable, UnitParams) && vt.UnitParams != nullptr;
+}
+
+// Calls fn(params) for every unit's parameters between UnitParams(first)
+// and UnitParams(then), every rank in the same order: one unit whole at a
+// time (a sharded model is never whole on any rank).
+void RunCheckpoints::each_unit(model::Model& model, rh_UnitParamsOp first, rh_UnitParamsOp then,
+                               const std::function<void(std::vector<model::NamedTensor>&)>& fn) {
+  auto groups = params_by_unit(model);
+  const auto& vt = strategy_.vtable();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const bool tied = g + 1 == groups.size();
+    if (tied && groups[g].empty()) break;
+    const int32_t unit = tied ? -1 : static_cast<int32_t>(g);
+    check(strategy_, "UnitParams", vt.UnitParams(strategy_.handle(), unit, first));
+    fn(groups[g]);
+    check(strategy_, "UnitParams", vt.UnitParams(strategy_.handle(), unit, then));
+  }
+}
 
 RunCheckpoints::RunCheckpoints(const config::Node& job, const RunnerOptions& opt,
                                checkpoint::CheckpointStore& store, World& world,
@@ -88,9 +145,36 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
                       std::string(c10::toString(t.tensor.scalar_type())) + "\"}";
     }
   };
-  if (writer) {
+  // A sharded model comes to rank 0 one unit at a time.
+  if (through_strategy())
+    each_unit(model, RH_UNIT_PARAMS_GATHER, RH_UNIT_PARAMS_RELEASE,
+              [&](std::vector<model::NamedTensor>& params) {
+                if (writer) add_model(params);
+              });
+  else if (writer)
     add_model(model.named_parameters());
-    add_model(model.named_buffers());
+  if (writer) add_model(model.named_buffers());
+  // Sharded: every rank writes its optimizer state and the values of its
+  // optimizer tensors (the fp32 master shards) to optimizer.rank<r>; meta.json
+  // records where each shard lies in its parameter.
+  const bool sharded = strategy_.traits().sharded_checkpoint != 0;
+  std::string shards_json;
+  if (sharded) {
+    for (const auto& t : optim.state_tensors())
+      checkpoint::put_tensor(optim_dict, t.name, t.tensor);
+    std::string mine;
+    for (const auto& p : optim.params()) {
+      checkpoint::put_tensor(optim_dict, p.name + kShardValueSuffix, p.param);
+      mine += std::string(mine.empty() ? "" : ", ") + "\"" + json_escape(p.name) +
+              "\": {\"full_shape\": " +
+              shape_json(p.full_shape.empty() ? p.param.sizes() : at::IntArrayRef(p.full_shape)) +
+              ", \"offset\": " + std::to_string(p.full_offset) +
+              ", \"numel\": " + std::to_string(p.param.numel()) + "}";
+    }
+    const std::vector<std::string> all = world_.gather_strings(mine);
+    for (size_t r = 0; r < all.size(); ++r)
+      shards_json += std::string(r ? ",\n    " : "\n    ") + "{" + all[r] + "}";
+  } else if (writer) {
     for (const auto& t : optim.state_tensors())
       checkpoint::put_tensor(optim_dict, t.name, t.tensor);
   }
@@ -115,6 +199,12 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
     for (auto& [key, e] : own.entries) state_dict.entries["strategy." + key] = std::move(e);
   }
   hooks_.before_save(state_dict, dir.string());
+  std::string files_json = "\"model\", ";
+  if (sharded)
+    for (int r = 0; r < world_size; ++r) files_json += "\"" + optimizer_stem(r, true) + "\", ";
+  else
+    files_json += "\"optimizer\", ";
+  files_json += "\"state\"";
   const std::string meta =
       "{\n  \"format_version\": 1,\n  \"runner\": \"runner-host " + opt_.runner_version +
       "\",\n  \"name\": \"" + json_escape(name) +
@@ -122,17 +212,34 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
       ",\n  \"iter\": " + std::to_string(progress.iters_done) +
       ",\n  \"world_size\": " + std::to_string(world_size) + ",\n  \"strategy\": \"" +
       json_escape(strategy_.type()) + "\",\n  \"checkpoint_io\": \"" +
-      json_escape(checkpoint_io_type_) +
-      "\",\n  \"files\": [\"model\", \"optimizer\", \"state\"],\n  \"tensors\": {" + tensors_json +
-      "},\n  \"config\": \"" + json_escape(opt_.config_yaml) + "\"\n}\n";
+      json_escape(checkpoint_io_type_) + "\",\n  \"files\": [" + files_json +
+      "],\n  \"tensors\": {" + tensors_json + "}" +
+      (sharded ? ",\n  \"optimizer_shards\": [" + shards_json + "\n  ]" : std::string()) +
+      ",\n  \"config\": \"" + json_escape(opt_.config_yaml) + "\"\n}\n";
   // Rank 0 writes (every rank holds the same state under ddp); all ranks
   // learn whether it worked, so none goes on past a failed save.
   rh_ErrorCode code = RH_ERROR_OK;
   std::string failure;
+  const std::string own_stem = optimizer_stem(rank, sharded);
   if (writer) {
+    bool told = !sharded || world_size == 1;  // the other ranks know where to write
     try {
-      store_.save(
-          name, {{"model", &model_dict}, {"optimizer", &optim_dict}, {"state", &state_dict}}, meta);
+      store_.save(name, {{"model", &model_dict}, {own_stem, &optim_dict}, {"state", &state_dict}},
+                  meta, [&](const fs::path& tmp) {
+                    if (told) return;
+                    told = true;
+                    world_.broadcast_string(tmp.string());
+                    const std::vector<bool> failed = world_.gather_flags(false);
+                    std::string ranks;
+                    for (size_t r = 0; r < failed.size(); ++r)
+                      if (failed[r]) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+                    if (!ranks.empty())
+                      throw host::HostError(RH_ERROR_IO,
+                                            "rank(s) " + ranks +
+                                                " could not write their optimizer shards "
+                                                "of checkpoint '" +
+                                                name + "' (their logs say why)");
+                  });
     } catch (const host::HostError& e) {
       code = e.code();
       failure = e.what();
@@ -140,6 +247,23 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
       code = RH_ERROR_IO;
       failure = e.what();
     }
+    if (!told) {  // failed before the others could write: release them
+      world_.broadcast_string("");
+      world_.gather_flags(true);
+    }
+  } else if (sharded) {
+    const std::string tmp = world_.broadcast_string("");
+    bool failed = tmp.empty();
+    if (!tmp.empty()) {
+      try {
+        store_.write_files(tmp, {{own_stem, &optim_dict}});
+      } catch (const std::exception& e) {
+        spdlog::error("checkpoint '{}': rank {} could not write {}: {}", name, rank, own_stem,
+                      e.what());
+        failed = true;
+      }
+    }
+    world_.gather_flags(failed);
   }
   code = static_cast<rh_ErrorCode>(world_.broadcast_int(static_cast<int64_t>(code)));
   if (!writer && code != RH_ERROR_OK)
@@ -237,12 +361,10 @@ std::optional<fs::path> RunCheckpoints::choose_resume() {
 // ---- Load ------------------------------------------------------------------------
 
 void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::path>& resume_dir) {
-  std::vector<model::NamedTensor> targets = model.named_parameters();
-  for (auto& b : model.named_buffers()) targets.push_back(b);
   if (resume_dir) {
     rh_StateDict dict;
     store_.load(*resume_dir, "model", dict);
-    checkpoint::LoadReport report = checkpoint::load_into(dict, "", targets);
+    checkpoint::LoadReport report = load_model(dict, model);
     if (!report.ok())
       throw host::HostError(
           RH_ERROR_FAILED_PRECONDITION,
@@ -264,15 +386,15 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
   if (!fs::is_directory(path)) {
     // (Another checkpoint IO plugin names its own files.)
     if (checkpoint_io_type_ == "safetensors" && path.extension() != ".safetensors")
-      throw config::ConfigError(path_node->location(), path_node->path(),
-                                path.string() +
-                                    " is neither a checkpoint folder nor a .safetensors file");
+      throw config::ConfigError(
+          path_node->location(), path_node->path(),
+          path.string() + " is neither a checkpoint folder nor a .safetensors file");
     dir = path.parent_path();
     stem = path.stem();
   }
   rh_StateDict dict;
   store_.load(dir, stem.string(), dict);
-  checkpoint::LoadReport report = checkpoint::load_into(dict, "", targets);
+  checkpoint::LoadReport report = load_model(dict, model);
   if (!report.ok()) {
     if (strict || !report.mismatched.empty())
       throw host::HostError(
@@ -283,17 +405,37 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
   spdlog::info("loaded weights from {}", path.string());
 }
 
+// Into the model as built (before Wrap), or through the strategy one unit at
+// a time (load_phase after_wrap: it takes the whole values into its shards).
+checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, model::Model& model) {
+  std::vector<model::NamedTensor> targets = model.named_parameters();
+  std::vector<model::NamedTensor> buffers = model.named_buffers();
+  targets.insert(targets.end(), buffers.begin(), buffers.end());
+  if (strategy_.traits().load_phase != RH_LOAD_AFTER_WRAP)
+    return checkpoint::load_into(dict, "", targets);
+  checkpoint::LoadReport report;
+  std::set<std::string> names;
+  for (const auto& t : targets) names.insert(t.name);
+  for (const auto& [key, e] : dict.entries)
+    if (e.is_tensor && names.count(key) == 0) report.unexpected.push_back(key);
+  auto merge = [&](const checkpoint::LoadReport& r) {
+    report.missing.insert(report.missing.end(), r.missing.begin(), r.missing.end());
+    report.mismatched.insert(report.mismatched.end(), r.mismatched.begin(), r.mismatched.end());
+  };
+  each_unit(model, RH_UNIT_PARAMS_GATHER, RH_UNIT_PARAMS_ADOPT,
+            [&](std::vector<model::NamedTensor>& params) {
+              merge(checkpoint::load_into(dict, "", params));
+            });
+  merge(checkpoint::load_into(dict, "", buffers));
+  return report;
+}
+
 RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& optim,
                                    c10::Device device) {
   rh_StateDict optim_dict;
   resumed_state_ = rh_StateDict{};
   rh_StateDict& state_dict = resumed_state_;
-  store_.load(dir, "optimizer", optim_dict);
   store_.load(dir, "state", state_dict);
-  std::vector<model::NamedTensor> optim_state;
-  for (const auto& [key, e] : optim_dict.entries)
-    if (e.is_tensor) optim_state.push_back({key, checkpoint::get_tensor(optim_dict, key)});
-  optim.load_state_tensors(optim_state);
   YAML::Node loop = YAML::Load(checkpoint::get_text(state_dict, "loop"));
   // The data position counts batches of this world's sampler split: with
   // another world size it would name other samples.
@@ -307,6 +449,46 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
             std::to_string(saved_world) + " rank(s), this run has " + std::to_string(world_size) +
             " (resuming needs the same world size; load_from: <checkpoint> starts from its "
             "weights instead)");
+  const bool sharded = strategy_.traits().sharded_checkpoint != 0;
+  const std::string stem = optimizer_stem(world_.rank(), sharded);
+  const std::vector<std::string> files = checkpoint::read_meta(dir).files;
+  if (std::find(files.begin(), files.end(), stem) == files.end())
+    throw host::HostError(
+        RH_ERROR_FAILED_PRECONDITION,
+        "cannot resume from " + dir.string() + ": it has no '" + stem + "' (" +
+            (sharded ? "written by a strategy that does not shard its optimizer state; "
+                     : "written with sharded optimizer state; ") +
+            strategy_.what() +
+            " resumes only checkpoints of its own layout; load_from: <checkpoint> starts from "
+            "its weights instead)");
+  store_.load(dir, stem, optim_dict);
+  std::vector<model::NamedTensor> optim_state;
+  std::map<std::string, at::Tensor> values;  // sharded: the optimizer tensors' own values
+  const std::string suffix = kShardValueSuffix;
+  for (const auto& [key, e] : optim_dict.entries) {
+    if (!e.is_tensor) continue;
+    if (sharded && key.size() > suffix.size() &&
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0)
+      values[key.substr(0, key.size() - suffix.size())] = checkpoint::get_tensor(optim_dict, key);
+    else
+      optim_state.push_back({key, checkpoint::get_tensor(optim_dict, key)});
+  }
+  optim.load_state_tensors(optim_state);
+  if (sharded) {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : optim.params()) {
+      const auto it = values.find(p.name);
+      if (it == values.end() || it->second.sizes() != p.param.sizes() ||
+          it->second.scalar_type() != p.param.scalar_type())
+        throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                              "cannot resume from " + dir.string() + ": " + stem + " has " +
+                                  (it == values.end() ? "no value" : "another shape or dtype") +
+                                  " for shard '" + p.name + "' of rank " +
+                                  std::to_string(world_.rank()) +
+                                  " (written with another shard layout)");
+      p.param.copy_(it->second);
+    }
+  }
   RunProgress p;
   p.epochs_done = loop["epochs_done"].as<int64_t>();
   p.iters_done = loop["iters_done"].as<int64_t>();

@@ -10,15 +10,20 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lifecycle/Runner.hpp"
+#include "model/Model.hpp"
 #include "plugins/StateDict.hpp"
+#include "rh/rh_strategy.h"
 
 namespace rh::checkpoint {
 class CheckpointStore;
-}
+struct LoadReport;
+}  // namespace rh::checkpoint
 namespace rh::model {
 class Model;
 }
@@ -68,6 +73,10 @@ class RunCheckpoints {
 
  private:
   std::optional<std::filesystem::path> choose_resume();  // rank 0
+  bool through_strategy() const;                         // the strategy has UnitParams
+  void each_unit(model::Model& model, rh_UnitParamsOp first, rh_UnitParamsOp then,
+                 const std::function<void(std::vector<model::NamedTensor>&)>& fn);
+  checkpoint::LoadReport load_model(const rh_StateDict& dict, model::Model& model);
 
   const config::Node& job_;
   const RunnerOptions& opt_;

@@ -148,6 +148,7 @@ struct Runner::State {
   // A stop signal (SIGTERM/SIGUSR1) seen by any rank, agreed through the
   // per-iteration loss mean, so that every rank stops at the same boundary.
   int stop_signal = 0;
+  int64_t skipped_steps = 0;  // optimizer steps the strategy skipped (ShouldStep)
 
   ~State() {
     // Teardown order: the strategy (its Destroy may still use the
@@ -198,7 +199,7 @@ struct Runner::State {
                    progress.epochs_done, progress.iters_done);
     }
     // 11-13. Hooks around the loops.
-    step = std::make_unique<TrainStep>(*model, *optim, *c.strategy, *world, device,
+    step = std::make_unique<TrainStep>(*model, *model_access, *optim, *c.strategy, *world, device,
                                        std::move(strategy_grads));
     enable_checkpoints();
     set_state(RH_MODE_TRAIN, progress.epochs_done, progress.iters_done, progress.inner_done);
@@ -250,6 +251,8 @@ struct Runner::State {
     const int64_t batches = static_cast<int64_t>(train_loader->batches_per_epoch());
     launch::StopSignalScope accept_stop_signals;  // SIGTERM/SIGUSR1: stop at a boundary
     IterationMetrics iteration_metrics;           // throughput, current RSS, CUDA memory
+    const auto& vt = c.strategy->vtable();
+    const bool counts_skips = RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) && vt.ShouldStep;
     while (!train_done()) {
       if (train_cfg.by_epoch) hooks.fire(RH_EVENT_BEFORE_TRAIN_EPOCH);
       train_loader->start_epoch(p.epochs_done, static_cast<size_t>(p.inner_done));
@@ -280,6 +283,16 @@ struct Runner::State {
         metrics.push_back({"loss", r.loss});
         metrics.push_back({"lr", lr});
         if (r.grad_norm >= 0) metrics.push_back({"grad_norm", r.grad_norm});
+        if (r.skipped) {
+          ++skipped_steps;
+          // Every rank skipped (ShouldStep answers alike); rank 0 says so.
+          if (world->rank() == 0)
+            spdlog::warn(
+                "iteration {}: optimizer step skipped by {} (gradient overflow at loss "
+                "scale {}); {} step(s) skipped so far",
+                p.iters_done, c.strategy->what(), r.loss_scale, skipped_steps);
+        }
+        if (counts_skips) metrics.push_back({"skipped_steps", static_cast<double>(skipped_steps)});
         const double iter_s = seconds_since(t0);
         metrics.push_back({"time", iter_s});
         metrics.push_back({"data_time", data_time});
@@ -341,7 +354,8 @@ struct Runner::State {
         torch::NoGradGuard no_grad;
         // Every rank runs the same number of forwards (a sharding strategy
         // communicates in them); the sampler's padding is not counted.
-        at::Tensor logits = model->forward(batch->input.to(device));
+        at::Tensor logits = float_logits(
+            model->forward(model_input(batch->input, device, input_dtype(*c.strategy))));
         const auto real = static_cast<int64_t>(batch->num_real);
         if (real > 0)
           evaluator.add(logits.narrow(0, 0, real), batch->target.to(device).narrow(0, 0, real));
@@ -451,7 +465,7 @@ struct Runner::State {
         auto bad = [](const std::string& what) {
           throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "OptimizerParams: " + what);
         };
-        if (p == nullptr || p->struct_size < RH_OPTIM_PARAM_STRUCT_SIZE)
+        if (p == nullptr || p->struct_size < RH_STRUCT_SIZE(rh_OptimParam, grad))
           bad("a parameter record is NULL or smaller than rh_OptimParam 1.0");
         // Ownership passes to the host even when this add() fails: the
         // deleters run when these tensors go.
@@ -465,7 +479,22 @@ struct Runner::State {
         if (value.sizes() != grad.sizes() || value.scalar_type() != grad.scalar_type() ||
             value.device() != grad.device())
           bad("'" + name + "': its grad tensor differs from the param in shape, dtype or device");
-        out.params.push_back({name, value, is_norm_param(name)});
+        optim::OptimParam param{name, value, is_norm_param(name)};
+        // 1.3: a shard of a larger parameter.
+        if (RH_STRUCT_HAS(p, rh_OptimParam, full_offset) && p->full_shape != nullptr) {
+          if (p->full_ndim < 0 || p->full_ndim > 16)
+            bad("'" + name + "': full_ndim " + std::to_string(p->full_ndim) + " out of range");
+          std::vector<int64_t> full(p->full_shape, p->full_shape + p->full_ndim);
+          int64_t full_numel = 1;
+          for (int64_t d : full) full_numel *= d;
+          if (p->full_offset < 0 || p->full_offset + value.numel() > full_numel)
+            bad("'" + name + "': the shard's elements [" + std::to_string(p->full_offset) + ", " +
+                std::to_string(p->full_offset + value.numel()) +
+                ") are not inside its full shape of " + std::to_string(full_numel) + " elements");
+          param.full_shape = std::move(full);
+          param.full_offset = p->full_offset;
+        }
+        out.params.push_back(std::move(param));
         out.grads.push_back(grad);
         return nullptr;
       });
@@ -473,16 +502,18 @@ struct Runner::State {
     rh_OptimParamSink sink{RH_OPTIM_PARAM_SINK_STRUCT_SIZE, &collected, add};
     check(*c.strategy, "OptimizerParams",
           c.strategy->vtable().OptimizerParams(c.strategy->handle(), &sink));
-    // Clipping by the norm needs every rank's share of it, which the ABI has
-    // no entry for yet: refused rather than clipped by this rank's share.
+    // Clipping by the norm needs every rank's share of it (ReduceGradNorm):
+    // without it, refused rather than clipped by this rank's share.
     const config::Node* clip = find_key(job, "optim_wrapper.clip_grad");
-    if (clip != nullptr && !clip->is_null())
+    const auto& vt = c.strategy->vtable();
+    const bool reduces_norm =
+        RH_STRUCT_HAS(&vt, rh_StrategyVtable, ReduceGradNorm) && vt.ReduceGradNorm != nullptr;
+    if (clip != nullptr && !clip->is_null() && !reduces_norm)
       throw config::ConfigError(
           clip->location(), clip->path(),
           c.strategy->what() +
-              " hands the optimizer its own tensors (OptimizerParams); clip_grad with such a "
-              "strategy needs the global gradient norm over all ranks, which this host does "
-              "not support yet");
+              " hands the optimizer its own tensors (OptimizerParams) and has no ReduceGradNorm "
+              "(ABI 1.3): clip_grad needs the gradient norm over every rank's shards");
     strategy_grads = std::move(collected.grads);
     spdlog::info("optimizer over {} tensor(s) given by {}", collected.params.size(),
                  c.strategy->what());

@@ -1,5 +1,6 @@
 #include "lifecycle/TrainStep.hpp"
 
+#include <ATen/DLConvertor.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
@@ -7,6 +8,7 @@
 
 #include "data/DataLoader.hpp"
 #include "lifecycle/Evaluator.hpp"
+#include "lifecycle/ModelAccess.hpp"
 #include "lifecycle/World.hpp"
 #include "model/Model.hpp"
 #include "optim/OptimWrapper.hpp"
@@ -22,6 +24,24 @@ void check(const host::StrategyInstance& s, const char* step, rh_Error* err) {
 
 }  // namespace
 
+at::Tensor model_input(const at::Tensor& input, c10::Device device,
+                       std::optional<at::ScalarType> dtype) {
+  at::Tensor x = input.to(device);
+  if (dtype && at::isFloatingType(x.scalar_type()) && x.scalar_type() != *dtype) x = x.to(*dtype);
+  return x;
+}
+
+at::Tensor float_logits(const at::Tensor& logits) {
+  const at::ScalarType t = logits.scalar_type();
+  return t == at::kHalf || t == at::kBFloat16 ? logits.to(at::kFloat) : logits;
+}
+
+std::optional<at::ScalarType> input_dtype(const host::StrategyInstance& strategy) {
+  const DLDataType t = strategy.traits().input_dtype;
+  if (t.code == 0 && t.bits == 0) return std::nullopt;
+  return at::toScalarType(t);
+}
+
 AccumulationWindow accumulation_window(int64_t n, int64_t inner_done, int64_t batches_per_epoch,
                                        int64_t iters_done, int64_t max_iters) {
   const int64_t window_start = inner_done - inner_done % n;  // within the epoch
@@ -30,15 +50,18 @@ AccumulationWindow accumulation_window(int64_t n, int64_t inner_done, int64_t ba
   return {length, inner_done + 1 == window_start + length};
 }
 
-TrainStep::TrainStep(model::Model& model, optim::OptimWrapper& optim,
+TrainStep::TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapper& optim,
                      host::StrategyInstance& strategy, World& world, c10::Device device,
                      std::vector<at::Tensor> strategy_grads)
     : model_(model),
+      access_(access),
       optim_(optim),
       strategy_(strategy),
       world_(world),
       device_(device),
-      strategy_grads_(std::move(strategy_grads)) {}
+      strategy_grads_(std::move(strategy_grads)),
+      input_dtype_(input_dtype(strategy)),
+      params_(model.named_parameters()) {}
 
 StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window,
                           bool stop_signalled) {
@@ -49,9 +72,9 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window,
   at::Tensor input, target, loss;
   {
     RECORD_USER_SCOPE("rh::forward");
-    input = batch.input.to(device_);            // (B, F) / (B, 3, H, W) / (B, T)
-    target = batch.target.to(device_);          // (B) / (B, T)
-    at::Tensor logits = model_.forward(input);  // (B, C) / (B, T, V)
+    input = model_input(batch.input, device_, input_dtype_);  // (B, F) / (B, 3, H, W) / (B, T)
+    target = batch.target.to(device_);                        // (B) / (B, T)
+    at::Tensor logits = float_logits(model_.forward(input));  // (B, C) / (B, T, V)
     loss = Evaluator::loss(model_.task(), logits, target);
   }
   // The logged loss is the mean over ranks: its all-reduce runs while we do
@@ -60,36 +83,57 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window,
   // this rank's stop signal, so all ranks learn of one together.
   PendingMean mean_loss = world_.start_mean(loss, stop_signalled);
   const auto& vt = strategy_.vtable();
+  StepResult result;
   {
     RECORD_USER_SCOPE("rh::backward");
     if (vt.BeforeBackward)
       check(strategy_, "BeforeBackward", vt.BeforeBackward(strategy_.handle(), step ? 1 : 0));
-    (window.length == 1 ? loss : loss / static_cast<double>(window.length)).backward();
+    // fp16: the strategy's loss scale (it divides it out of its gradients).
+    if (RH_STRUCT_HAS(&vt, rh_StrategyVtable, LossScale) && vt.LossScale)
+      check(strategy_, "LossScale", vt.LossScale(strategy_.handle(), &result.loss_scale));
+    at::Tensor objective = window.length == 1 ? loss : loss / static_cast<double>(window.length);
+    if (result.loss_scale != 1) objective = objective * result.loss_scale;
+    access_.begin_backward();
+    objective.backward();
+    access_.end_backward();  // POST_BACKWARD for the units that got no gradient
   }
   if (vt.SyncGradients) {
     RECORD_USER_SCOPE("rh::sync");
     check(strategy_, "SyncGradients", vt.SyncGradients(strategy_.handle(), step ? 1 : 0));
   }
-  StepResult result;
-  if (step) {
+  if (step && RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) && vt.ShouldStep) {
+    int32_t go = 1;
+    check(strategy_, "ShouldStep", vt.ShouldStep(strategy_.handle(), &go));
+    result.skipped = go == 0;
+  }
+  if (step && !result.skipped) {
     // The strategy's gradients are its memory: bound (not copied) as the
     // optimizer tensors' grads; zero_grad drops only the binding.
     if (!strategy_grads_.empty()) optim_.bind_grads(strategy_grads_);
     {
       RECORD_USER_SCOPE("rh::optimizer_step");
-      result.grad_norm = optim_.step();
+      std::function<double(double, double)> reduce_norm;
+      if (RH_STRUCT_HAS(&vt, rh_StrategyVtable, ReduceGradNorm) && vt.ReduceGradNorm)
+        reduce_norm = [this, &vt](double norm_type, double local) {
+          check(strategy_, "ReduceGradNorm",
+                vt.ReduceGradNorm(strategy_.handle(), norm_type, &local));
+          return local;
+        };
+      result.grad_norm = optim_.step(reduce_norm);
     }
     if (vt.AfterOptimizerStep) {
       RECORD_USER_SCOPE("rh::after_optimizer_step");
       check(strategy_, "AfterOptimizerStep", vt.AfterOptimizerStep(strategy_.handle()));
     }
+  }
+  if (step) {
     RECORD_USER_SCOPE("rh::zero_grad");
     optim_.zero_grad();
     // The optimizer's tensors are the strategy's; the model's own gradients
     // (what backward wrote, what SyncGradients read) are dropped here, as
     // zero_grad drops them when the optimizer holds the model's parameters.
     if (!strategy_grads_.empty())
-      for (auto& p : model_.named_parameters())
+      for (auto& p : params_)
         if (p.tensor.grad().defined()) p.tensor.mutable_grad() = at::Tensor();
   }
   RECORD_USER_SCOPE("rh::loss_mean");  // waits for the logged loss's all-reduce

@@ -8,7 +8,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
+
+#include "model/Model.hpp"
 
 namespace rh::data {
 struct Batch;
@@ -16,15 +19,14 @@ struct Batch;
 namespace rh::host {
 class StrategyInstance;
 }
-namespace rh::model {
-class Model;
-}
+
 namespace rh::optim {
 class OptimWrapper;
 }
 
 namespace rh::lifecycle {
 
+class ModelAccess;
 class World;
 
 // Where a batch falls in its gradient-accumulation window: windows of
@@ -41,9 +43,20 @@ AccumulationWindow accumulation_window(int64_t accumulative_counts, int64_t inne
                                        int64_t batches_per_epoch, int64_t iters_done,
                                        int64_t max_iters);
 
+// What the model computes from: `input` on `device`, floating-point inputs
+// cast to the strategy's input_dtype trait (inputs_to_half) when it has one.
+at::Tensor model_input(const at::Tensor& input, c10::Device device,
+                       std::optional<at::ScalarType> dtype);
+// Logits in float32 (the loss and the metrics), whatever the compute dtype.
+at::Tensor float_logits(const at::Tensor& logits);
+// The strategy's input_dtype trait, nullopt when it has none.
+std::optional<at::ScalarType> input_dtype(const host::StrategyInstance& strategy);
+
 struct StepResult {
   double loss = 0;          // mean over ranks
-  double grad_norm = -1;    // before clipping; -1 when the optimizer did not step
+  double grad_norm = -1;    // before clipping; -1 when the optimizer did not step or clip
+  bool skipped = false;     // the strategy skipped this optimizer step (ShouldStep: fp16 overflow)
+  double loss_scale = 1;    // what the loss was multiplied by before backward (LossScale)
   int ranks_signalled = 0;  // ranks that had a stop signal when the step began
 };
 
@@ -52,17 +65,21 @@ class TrainStep {
   // `strategy_grads`: with a strategy that gives the optimizer its own
   // tensors (OptimizerParams), each one's gradient in the strategy's memory,
   // in the optimizer's parameter order; empty otherwise.
-  TrainStep(model::Model& model, optim::OptimWrapper& optim, host::StrategyInstance& strategy,
-            World& world, c10::Device device, std::vector<at::Tensor> strategy_grads = {});
+  TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapper& optim,
+            host::StrategyInstance& strategy, World& world, c10::Device device,
+            std::vector<at::Tensor> strategy_grads = {});
   StepResult run(const data::Batch& batch, AccumulationWindow window, bool stop_signalled);
 
  private:
   model::Model& model_;
+  ModelAccess& access_;
   optim::OptimWrapper& optim_;
   host::StrategyInstance& strategy_;
   World& world_;
   c10::Device device_;
   std::vector<at::Tensor> strategy_grads_;
+  std::optional<at::ScalarType> input_dtype_;  // the strategy's input_dtype trait
+  std::vector<model::NamedTensor> params_;     // the model's, to drop their gradients
 };
 
 }  // namespace rh::lifecycle

@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -191,6 +192,22 @@ std::vector<bool> World::gather_flags(bool mine) {
       gather_rows(torch::tensor({static_cast<uint8_t>(mine ? 1 : 0)}, torch::kUInt8));
   std::vector<bool> out(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) out[static_cast<size_t>(r)] = flags[r][0].item<uint8_t>() != 0;
+  return out;
+}
+
+std::vector<std::string> World::gather_strings(const std::string& mine) {
+  if (size_ <= 1) return {mine};
+  at::Tensor lengths =
+      gather_rows(torch::tensor({static_cast<int64_t>(mine.size())}, torch::kLong));
+  int64_t longest = 0;
+  for (int r = 0; r < size_; ++r) longest = std::max(longest, lengths[r][0].item<int64_t>());
+  at::Tensor bytes = torch::zeros({std::max<int64_t>(longest, 1)}, torch::kUInt8);
+  std::memcpy(bytes.data_ptr(), mine.data(), mine.size());
+  at::Tensor all = gather_rows(bytes).contiguous();
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r)
+    out.emplace_back(reinterpret_cast<const char*>(all[r].data_ptr()),
+                     static_cast<size_t>(lengths[r][0].item<int64_t>()));
   return out;
 }
 

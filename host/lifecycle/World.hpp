@@ -88,6 +88,8 @@ class World {
   int64_t broadcast_int(int64_t value);
   // Which ranks passed true, on every rank.
   std::vector<bool> gather_flags(bool mine);
+  // Every rank's `mine`, in rank order, on every rank.
+  std::vector<std::string> gather_strings(const std::string& mine);
   // Sums a CPU double tensor over the ranks, in place.
   void sum(at::Tensor& totals);
   // Starts the mean of `scalar` (any device) over the ranks.

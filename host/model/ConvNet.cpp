@@ -98,7 +98,7 @@ class ConvNet final : public BuiltinModel {
     int unit = 0;
     enter_unit(unit);
     at::Tensor x = at::relu(stem_.norm.forward(stem_.conv.forward(input), train));  // (B, w, H, W)
-    exit_unit(unit++);
+    x = exit_unit(unit++, x);
     for (const Block& block : blocks_) {
       enter_unit(unit);
       at::Tensor h = at::relu(block.norm1.forward(block.conv1.forward(x), train));
@@ -107,11 +107,11 @@ class ConvNet final : public BuiltinModel {
           block.has_shortcut ? block.shortcut.norm.forward(block.shortcut.conv.forward(x), train)
                              : x;
       x = at::relu(h + skip);  // (B, w·2^s, H/2^s, W/2^s)
-      exit_unit(unit++);
+      x = exit_unit(unit++, x);
     }
     enter_unit(unit);
     x = head_.forward(x.mean({2, 3}));  // (B, C)
-    exit_unit(unit);
+    x = exit_unit(unit, x);
     return x;
   }
 

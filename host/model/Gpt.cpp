@@ -68,6 +68,7 @@ class Gpt final : public BuiltinModel {
     head_norm_ = make_layer_norm(registry(), "head.norm", c.block.dim);
     if (c.tie_weights) {
       head_weight_ = token_.weight;  // the same tensor: one parameter, two uses
+      registry().share_parameter("embed.token.weight");
     } else {
       head_weight_ =
           make_linear(registry(), "head.fc",
@@ -95,15 +96,15 @@ class Gpt final : public BuiltinModel {
     const at::Tensor positions = torch::arange(T, input.options());       // (T)
     at::Tensor x = token_.forward(input) + position_.forward(positions);  // (B, T, D)
     x = at::dropout(x, config_.block.dropout, train);
-    exit_unit(unit++);
+    x = exit_unit(unit++, x);
     for (const TransformerBlock& block : blocks_) {
       enter_unit(unit);
       x = block.forward(x, train);
-      exit_unit(unit++);
+      x = exit_unit(unit++, x);
     }
     enter_unit(unit);
     x = at::linear(head_norm_.forward(x), head_weight_);  // (B, T, V)
-    exit_unit(unit);
+    x = exit_unit(unit, x);
     return x;
   }
 

@@ -68,11 +68,11 @@ class Mlp final : public BuiltinModel {
     for (const Linear& layer : layers_) {
       enter_unit(unit);
       x = at::dropout(activate(layer.forward(x)), config_.dropout, training());
-      exit_unit(unit++);
+      x = exit_unit(unit++, x);
     }
     enter_unit(unit);
     x = head_.forward(x);  // (B, C)
-    exit_unit(unit);
+    x = exit_unit(unit, x);
     return x;
   }
 

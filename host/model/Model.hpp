@@ -28,6 +28,9 @@ struct NamedTensor {
 struct Unit {
   std::string name;                      // "embed", "blocks.0", "head"
   std::vector<std::string> param_names;  // its parameters, registration order
+  // Parameters of earlier units it uses too (tied weights: gpt's head with
+  // tie_weights uses embed.token.weight).
+  std::vector<std::string> shared_param_names;
 };
 
 // What a model computes from. Classification: input (B, F) or (B, 3, H, W)
@@ -35,8 +38,10 @@ struct Unit {
 // ids, target (B, T) int64 next tokens.
 enum class Task { Classification, LanguageModel };
 
-// Called around each unit's forward (sharding strategies gather/reshard).
-enum class UnitPhase { PreForward, PostForward };
+// Called around each unit's forward (sharding strategies gather/reshard),
+// and before autograd enters the unit's backward (a hook on the gradient of
+// the unit's output; only when that output requires grad).
+enum class UnitPhase { PreForward, PostForward, PreBackward };
 using UnitCallback = std::function<void(int unit, UnitPhase phase)>;
 
 class Model {
@@ -59,8 +64,18 @@ class Model {
   void enter_unit(int unit) {
     if (unit_callback_) unit_callback_(unit, UnitPhase::PreForward);
   }
-  void exit_unit(int unit) {
-    if (unit_callback_) unit_callback_(unit, UnitPhase::PostForward);
+  // Returns `out`, the unit's output, with the PreBackward hook on it.
+  at::Tensor exit_unit(int unit, at::Tensor out) {
+    if (!unit_callback_) return out;
+    unit_callback_(unit, UnitPhase::PostForward);
+    if (out.requires_grad()) {
+      UnitCallback cb = unit_callback_;
+      out.register_hook([cb, unit](const at::Tensor& grad) {
+        cb(unit, UnitPhase::PreBackward);
+        return grad;
+      });
+    }
+    return out;
   }
 
  private:

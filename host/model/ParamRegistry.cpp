@@ -9,7 +9,12 @@ namespace rh::model {
 
 ParamRegistry::ParamRegistry(uint64_t seed) : generator_(at::detail::createCPUGenerator(seed)) {}
 
-void ParamRegistry::begin_unit(const std::string& name) { units_.push_back(Unit{name, {}}); }
+void ParamRegistry::begin_unit(const std::string& name) { units_.push_back(Unit{name, {}, {}}); }
+
+void ParamRegistry::share_parameter(const std::string& name) {
+  if (units_.empty()) throw std::logic_error("share_parameter before begin_unit");
+  units_.back().shared_param_names.push_back(name);
+}
 
 at::Tensor ParamRegistry::add_parameter(const std::string& name, at::Tensor value) {
   if (units_.empty()) {

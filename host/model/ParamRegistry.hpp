@@ -41,6 +41,8 @@ class ParamRegistry {
   // on) and returns it. Throws std::logic_error before begin_unit() or for a
   // name used twice.
   at::Tensor add_parameter(const std::string& name, at::Tensor value);
+  // The current unit uses parameter `name` of an earlier unit too (tied).
+  void share_parameter(const std::string& name);
   // Registers a buffer (batch-norm running statistics); not in any unit.
   at::Tensor add_buffer(const std::string& name, at::Tensor value);
 

@@ -31,13 +31,13 @@ class TorchScriptModel final : public Model {
  public:
   TorchScriptModel(torch::jit::Module module, Task task, std::optional<int64_t> num_classes)
       : module_(std::move(module)), task_(task), num_classes_(num_classes) {
-    Unit root{"root", {}};
+    Unit root{"root", {}, {}};
     for (const auto& p : module_.named_parameters(/*recurse=*/false)) {
       root.param_names.push_back(p.name);
     }
     if (!root.param_names.empty()) units_.push_back(root);
     for (const auto& child : module_.named_children()) {
-      Unit unit{child.name, {}};
+      Unit unit{child.name, {}, {}};
       for (const auto& p : child.value.named_parameters(/*recurse=*/true)) {
         unit.param_names.push_back(child.name + "." + p.name);
       }
@@ -49,7 +49,9 @@ class TorchScriptModel final : public Model {
     const int count = static_cast<int>(units_.size());
     for (int unit = 0; unit < count; ++unit) enter_unit(unit);
     at::Tensor output = module_.forward({input}).toTensor();
-    for (int unit = 0; unit < count; ++unit) exit_unit(unit);
+    // Opaque: every unit's PRE_BACKWARD fires on the output's gradient, in
+    // unit order, before any of the module's backward runs.
+    for (int unit = 0; unit < count; ++unit) output = exit_unit(unit, output);
     if (num_classes_ && task_ == Task::Classification &&
         (output.dim() != 2 || output.size(1) != *num_classes_)) {
       throw std::runtime_error("torchscript: expected logits (B, " + std::to_string(*num_classes_) +

@@ -100,15 +100,15 @@ class Vit final : public BuiltinModel {
     at::Tensor x = patch_.forward(input).flatten(2).transpose(1, 2);           // (B, N, D)
     x = at::cat({cls_token_.expand({B, 1, c.block.dim}), x}, 1) + pos_embed_;  // (B, N+1, D)
     x = at::dropout(x, c.block.dropout, train);
-    exit_unit(unit++);
+    x = exit_unit(unit++, x);
     for (const TransformerBlock& block : blocks_) {
       enter_unit(unit);
       x = block.forward(x, train);
-      exit_unit(unit++);
+      x = exit_unit(unit++, x);
     }
     enter_unit(unit);
     x = head_.forward(head_norm_.forward(x.select(1, 0)));  // (B, C)
-    exit_unit(unit);
+    x = exit_unit(unit, x);
     return x;
   }
 

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -328,14 +329,31 @@ void OptimWrapper::set_lrs(const std::vector<double>& lrs) {
   for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(lrs[i]);
 }
 
-double OptimWrapper::step() {
+double OptimWrapper::step(const std::function<double(double, double)>& reduce_norm) {
   double norm = -1;
-  if (clip_max_norm_ > 0) {
+  if (clip_max_norm_ > 0 && !reduce_norm) {
     std::vector<at::Tensor> with_grad;
     for (const OptimParam& p : params_) {
       if (p.param.grad().defined()) with_grad.push_back(p.param);
     }
     norm = torch::nn::utils::clip_grad_norm_(with_grad, clip_max_norm_, clip_norm_type_);
+  } else if (clip_max_norm_ > 0) {
+    // The norm over every rank's shards: each rank's share, reduced by the
+    // strategy, then the same coefficient on every shard.
+    const bool inf = std::isinf(clip_norm_type_);
+    double local = 0;
+    for (const OptimParam& p : params_) {
+      const at::Tensor& g = p.param.grad();
+      if (!g.defined() || g.numel() == 0) continue;
+      const double n = g.norm(clip_norm_type_).item<double>();
+      local = inf ? std::max(local, n) : local + std::pow(n, clip_norm_type_);
+    }
+    const double global = reduce_norm(clip_norm_type_, local);
+    norm = inf ? global : std::pow(global, 1.0 / clip_norm_type_);
+    const double coef = clip_max_norm_ / (norm + 1e-6);
+    if (coef < 1)
+      for (const OptimParam& p : params_)
+        if (p.param.grad().defined()) p.param.mutable_grad().mul_(coef);
   }
   optimizer_->step();
   return norm;

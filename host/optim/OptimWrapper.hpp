@@ -27,6 +27,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,9 +44,15 @@ class Node;
 namespace rh::optim {
 
 struct OptimParam {
+  OptimParam(std::string name_, at::Tensor param_, bool is_norm_ = false)
+      : name(std::move(name_)), param(std::move(param_)), is_norm(is_norm_) {}
   std::string name;      // parameter name: paramwise_cfg matches it
   at::Tensor param;      // updated in place; its grad() is set before step()
   bool is_norm = false;  // belongs to a normalisation layer (norm_decay_mult)
+  // A shard (a sharding strategy's OptimizerParams): the whole parameter's
+  // shape and the shard's first element in it, flattened; empty: whole.
+  std::vector<int64_t> full_shape;
+  int64_t full_offset = 0;
 };
 
 class OptimWrapper {
@@ -67,7 +74,11 @@ class OptimWrapper {
   // Clips (when clip_grad is set: torch::nn::utils::clip_grad_norm_ over the
   // parameters that have a grad) and steps. Returns the total gradient norm
   // before clipping, or -1 when clipping is off.
-  double step();
+  // `reduce_norm` (sharded gradients, the strategy's ReduceGradNorm): takes
+  // this rank's share of the norm (sum of |g|^p, or max |g| for p = inf)
+  // and returns the whole job's; the clip then follows clip_grad_norm_'s
+  // rule (coefficient max_norm / (norm + 1e-6), applied when below 1).
+  double step(const std::function<double(double norm_type, double local)>& reduce_norm = {});
   // Resets every grad to undefined (set_to_none, as PyTorch 2 and MMEngine),
   // on every LibTorch version.
   void zero_grad();
@@ -82,6 +93,8 @@ class OptimWrapper {
   //   SGD with momentum: momentum_buffer, for the parameters that have one
   //     (a parameter without it has had no gradient yet). SGD without: nothing.
   std::vector<model::NamedTensor> state_tensors() const;
+  // The tensors it updates, in the order it was given them.
+  const std::vector<OptimParam>& params() const { return params_; }
   // Restores what state_tensors() produced, onto each parameter's device, so
   // that training continues bitwise as if uninterrupted. Throws
   // std::invalid_argument naming every missing or unexpected entry, and each

@@ -186,16 +186,18 @@ RH_ABI_PIN_STRUCT_SIZE(RH_HOOK_VTABLE_STRUCT_SIZE, rh_HookVtable, 48);
 
 /* ---- rh_strategy.h ------------------------------------------------------- */
 
-RH_ABI_PIN_SIZE(rh_ParamInfo, 56);
+RH_ABI_PIN_SIZE(rh_ParamInfo, 64);
 RH_ABI_PIN_OFFSET(rh_ParamInfo, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_ParamInfo, name, 8);
 RH_ABI_PIN_OFFSET(rh_ParamInfo, module_path, 24);
 RH_ABI_PIN_OFFSET(rh_ParamInfo, requires_grad, 40);
 RH_ABI_PIN_OFFSET(rh_ParamInfo, unit, 44);
 RH_ABI_PIN_OFFSET(rh_ParamInfo, data, 48);
-RH_ABI_PIN_STRUCT_SIZE(RH_PARAM_INFO_STRUCT_SIZE, rh_ParamInfo, 56);
+RH_ABI_PIN_OFFSET(rh_ParamInfo, tied, 56); /* 1.3 */
+/* 60 bytes of fields, 4 of tail padding (alignment of size_t). */
+RH_ABI_PIN_STRUCT_SIZE_TAIL(RH_PARAM_INFO_STRUCT_SIZE, rh_ParamInfo, 60, 4);
 
-RH_ABI_PIN_SIZE(rh_ModelApi, 104);
+RH_ABI_PIN_SIZE(rh_ModelApi, 128);
 RH_ABI_PIN_OFFSET(rh_ModelApi, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_NumParams, 8);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_GetParam, 16);
@@ -209,15 +211,18 @@ RH_ABI_PIN_OFFSET(rh_ModelApi, Model_UnitName, 72);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_AddGradReadyCallback, 80);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_AddUnitCallback, 88);
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_BindGrad, 96);
-RH_ABI_PIN_STRUCT_SIZE(RH_MODEL_API_STRUCT_SIZE, rh_ModelApi, 104);
+RH_ABI_PIN_OFFSET(rh_ModelApi, Model_ReleaseGrad, 104);         /* 1.3 */
+RH_ABI_PIN_OFFSET(rh_ModelApi, Model_FreeParamStorage, 112);    /* 1.3 */
+RH_ABI_PIN_OFFSET(rh_ModelApi, Model_RestoreParamStorage, 120); /* 1.3 */
+RH_ABI_PIN_STRUCT_SIZE(RH_MODEL_API_STRUCT_SIZE, rh_ModelApi, 128);
 
 RH_ABI_PIN_SIZE(rh_StrategyTraits, 24);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, load_phase, 8);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, needs_comm, 12);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, sharded_checkpoint, 16);
-/* 20 bytes of fields, 4 of tail padding (alignment of size_t). */
-RH_ABI_PIN_STRUCT_SIZE_TAIL(RH_STRATEGY_TRAITS_STRUCT_SIZE, rh_StrategyTraits, 20, 4);
+RH_ABI_PIN_OFFSET(rh_StrategyTraits, input_dtype, 20); /* 1.3 */
+RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_TRAITS_STRUCT_SIZE, rh_StrategyTraits, 24);
 
 RH_ABI_PIN_SIZE(rh_SetupEnvArgs, 56);
 RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, struct_size, 0);
@@ -236,12 +241,15 @@ RH_ABI_PIN_OFFSET(rh_WrapArgs, model, 8);
 RH_ABI_PIN_OFFSET(rh_WrapArgs, model_api, 16);
 RH_ABI_PIN_STRUCT_SIZE(RH_WRAP_ARGS_STRUCT_SIZE, rh_WrapArgs, 24);
 
-RH_ABI_PIN_SIZE(rh_OptimParam, 40);
+RH_ABI_PIN_SIZE(rh_OptimParam, 64);
 RH_ABI_PIN_OFFSET(rh_OptimParam, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_OptimParam, name, 8);
 RH_ABI_PIN_OFFSET(rh_OptimParam, param, 24);
 RH_ABI_PIN_OFFSET(rh_OptimParam, grad, 32);
-RH_ABI_PIN_STRUCT_SIZE(RH_OPTIM_PARAM_STRUCT_SIZE, rh_OptimParam, 40);
+RH_ABI_PIN_OFFSET(rh_OptimParam, full_shape, 40);  /* 1.3 */
+RH_ABI_PIN_OFFSET(rh_OptimParam, full_ndim, 48);   /* 1.3 */
+RH_ABI_PIN_OFFSET(rh_OptimParam, full_offset, 56); /* 1.3 */
+RH_ABI_PIN_STRUCT_SIZE(RH_OPTIM_PARAM_STRUCT_SIZE, rh_OptimParam, 64);
 
 RH_ABI_PIN_SIZE(rh_OptimParamSink, 24);
 RH_ABI_PIN_OFFSET(rh_OptimParamSink, struct_size, 0);
@@ -249,7 +257,7 @@ RH_ABI_PIN_OFFSET(rh_OptimParamSink, user_data, 8);
 RH_ABI_PIN_OFFSET(rh_OptimParamSink, add, 16);
 RH_ABI_PIN_STRUCT_SIZE(RH_OPTIM_PARAM_SINK_STRUCT_SIZE, rh_OptimParamSink, 24);
 
-RH_ABI_PIN_SIZE(rh_StrategyVtable, 104);
+RH_ABI_PIN_SIZE(rh_StrategyVtable, 136);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Create, 8);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Destroy, 16);
@@ -264,7 +272,12 @@ RH_ABI_PIN_OFFSET(rh_StrategyVtable, StateImport, 80);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Teardown, 88);
 /* ABI 1.1 */
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, BeforeBackward, 96);
-RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_VTABLE_STRUCT_SIZE, rh_StrategyVtable, 104);
+/* ABI 1.3 */
+RH_ABI_PIN_OFFSET(rh_StrategyVtable, LossScale, 104);
+RH_ABI_PIN_OFFSET(rh_StrategyVtable, ShouldStep, 112);
+RH_ABI_PIN_OFFSET(rh_StrategyVtable, ReduceGradNorm, 120);
+RH_ABI_PIN_OFFSET(rh_StrategyVtable, UnitParams, 128);
+RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_VTABLE_STRUCT_SIZE, rh_StrategyVtable, 136);
 
 /* ---- rh_ckpt_io.h -------------------------------------------------------- */
 

@@ -29,7 +29,9 @@ using ::testing::HasSubstr;
 
 namespace {
 
+using rh::test::expect_close;
 using rh::test::free_port;
+using rh::test::metric_lines;
 using rh::test::read_safetensors;
 using rh::test::safetensors_header;
 
@@ -39,43 +41,6 @@ std::vector<std::string> tensor_names(const fs::path& p) {
   for (const auto& kv : safetensors_header(rh::test::read_file(p), n))
     if (kv.first.as<std::string>() != "__metadata__") names.push_back(kv.first.as<std::string>());
   return names;
-}
-
-// Every tensor within 1e-5 of its largest magnitude (two runs that sum the
-// same gradients in another order).
-void expect_close(const fs::path& a_file, const fs::path& b_file) {
-  auto a = read_safetensors(a_file);
-  auto b = read_safetensors(b_file);
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  for (const auto& [name, va] : a) {
-    const auto& vb = b.at(name);
-    ASSERT_EQ(va.size(), vb.size()) << name;
-    float max_abs = 0, max_diff = 0;
-    for (size_t i = 0; i < va.size(); ++i) {
-      max_abs = std::max(max_abs, std::fabs(va[i]));
-      max_diff = std::max(max_diff, std::fabs(va[i] - vb[i]));
-    }
-    EXPECT_LE(max_diff, 1e-5f * max_abs)
-        << name << ": max |diff| " << max_diff << " vs max |value| " << max_abs;
-  }
-}
-
-// metrics.jsonl lines of `mode`, each as a map of its numbers.
-std::vector<std::map<std::string, double>> metric_lines(const fs::path& file,
-                                                        const std::string& mode) {
-  std::vector<std::map<std::string, double>> out;
-  std::istringstream lines(rh::test::read_file(file));
-  for (std::string line; std::getline(lines, line);) {
-    YAML::Node node = YAML::Load(line);
-    if (node["mode"].as<std::string>() != mode) continue;
-    std::map<std::string, double> values;
-    for (const auto& kv : node)
-      if (kv.first.as<std::string>() != "mode" && !kv.second.IsNull())
-        values[kv.first.as<std::string>()] = kv.second.as<double>();
-    out.push_back(std::move(values));
-  }
-  return out;
 }
 
 std::string model_file(const std::string& name) {

@@ -1,17 +1,22 @@
 // Helpers of the distributed tests (through the runner-host binary): a free
-// loopback port for a rendezvous, and the float32 tensors of a safetensors
-// checkpoint file.
+// loopback port for a rendezvous, the float32 tensors of a safetensors
+// checkpoint file, two checkpoints compared within a tolerance, and the
+// lines of metrics.jsonl.
 #pragma once
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -51,6 +56,49 @@ inline std::map<std::string, std::vector<float>> read_safetensors(const std::fil
     std::vector<float> v((end - begin) / 4);
     std::memcpy(v.data(), bytes.data() + 8 + n + begin, end - begin);
     out[name] = std::move(v);
+  }
+  return out;
+}
+
+// Every float32 tensor of `a_file` within `rel` of its largest magnitude of
+// `b_file`'s (two runs that sum the same gradients in another order).
+// Elements `noise(name, i, numel)` picks are held to `noise_bound` instead.
+inline void expect_close(const std::filesystem::path& a_file, const std::filesystem::path& b_file,
+                         float rel = 1e-5f,
+                         const std::function<bool(const std::string&, size_t, size_t)>& noise = {},
+                         float noise_bound = 0) {
+  auto a = read_safetensors(a_file);
+  auto b = read_safetensors(b_file);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (const auto& [name, va] : a) {
+    const auto& vb = b.at(name);
+    ASSERT_EQ(va.size(), vb.size()) << name;
+    float max_abs = 0, max_diff = 0, noise_diff = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      max_abs = std::max(max_abs, std::fabs(va[i]));
+      float& diff = noise && noise(name, i, va.size()) ? noise_diff : max_diff;
+      diff = std::max(diff, std::fabs(va[i] - vb[i]));
+    }
+    EXPECT_LE(max_diff, rel * max_abs)
+        << name << ": max |diff| " << max_diff << " vs max |value| " << max_abs;
+    EXPECT_LE(noise_diff, noise_bound) << name << " (the elements held to " << noise_bound << ")";
+  }
+}
+
+// metrics.jsonl lines of `mode` ("train", "val"), each as a map of its numbers.
+inline std::vector<std::map<std::string, double>> metric_lines(const std::filesystem::path& file,
+                                                               const std::string& mode) {
+  std::vector<std::map<std::string, double>> out;
+  std::istringstream lines(read_file(file));
+  for (std::string line; std::getline(lines, line);) {
+    YAML::Node node = YAML::Load(line);
+    if (node["mode"].as<std::string>() != mode) continue;
+    std::map<std::string, double> values;
+    for (const auto& kv : node)
+      if (kv.first.as<std::string>() != "mode" && !kv.second.IsNull())
+        values[kv.first.as<std::string>()] = kv.second.as<double>();
+    out.push_back(std::move(values));
   }
   return out;
 }

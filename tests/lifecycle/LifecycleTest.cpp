@@ -586,12 +586,11 @@ TEST_F(LifecycleTest, OptimizerParamsOfTheStrategyAreWhatTheOptimizerSteps) {
         << file;
   // clip_grad would need the norm over every rank's tensors: refused.
   Job clipped = own;
-  clipped.optim =
-      "optim_wrapper: {optimizer: {type: SGD, lr: 0.1}, clip_grad: {max_norm: 1.0}}\n";
+  clipped.optim = "optim_wrapper: {optimizer: {type: SGD, lr: 0.1}, clip_grad: {max_norm: 1.0}}\n";
   auto c = run(clipped, "", "clipped");
   EXPECT_EQ(c.exit_code, 2) << c.output;
   EXPECT_THAT(c.output, HasSubstr("optim_wrapper.clip_grad: strategy 'own_optimizer'"));
-  EXPECT_THAT(c.output, HasSubstr("needs the global gradient norm over all ranks"));
+  EXPECT_THAT(c.output, HasSubstr("has no ReduceGradNorm (ABI 1.3)"));
 }
 
 // Traits the host cannot honour yet are refused before anything runs.

@@ -6,6 +6,7 @@
 
 #include "lifecycle/ModelAccess.hpp"
 #include "model/ModelTestUtil.hpp"
+#include "plugins/HostError.hpp"
 #include "rh/cpp/torch.hpp"
 
 namespace {
@@ -97,6 +98,125 @@ TEST(ModelAccessTest, OneGradientViewPerGradient) {
     ASSERT_EQ(again, grad);
   }
   EXPECT_EQ(access.held_views(), held);
+}
+
+// ---- ABI 1.3: what sharding strategies use ------------------------------------
+
+std::string take_message(rh_Error* err) {
+  std::string m = err->message;
+  delete err;
+  return m;
+}
+
+std::unique_ptr<rh::model::Model> small_mlp() {
+  return rh::model::test::build(
+      "type: mlp\nin_features: 4\nhidden: [6, 6]\nnum_classes: 3\nfrozen: [layers.1]");
+}
+
+// Freed: the storage holds no memory (0 bytes), the tensor keeps its shape;
+// restored and refilled before backward, the gradients are exactly those of
+// a model that never freed anything (autograd's saved tensors share the
+// storage).
+TEST(ModelAccessTest, FreedStorageRestoredBeforeBackwardGivesExactGradients) {
+  auto plain = small_mlp();
+  auto sharded = small_mlp();
+  ModelAccess access(*sharded);
+  rh_Model* m = access.handle();
+  const rh_ModelApi* api = access.api();
+  const at::Tensor x = torch::randn({5, 4});
+  plain->forward(x).sum().backward();
+  at::Tensor out = sharded->forward(x);
+  const size_t n = api->Model_NumParams(m);
+  std::vector<at::Tensor> saved;
+  for (size_t i = 0; i < n; ++i) {
+    saved.push_back(sharded->named_parameters()[i].tensor.detach().clone());
+    ASSERT_EQ(api->Model_FreeParamStorage(m, i), nullptr);
+    EXPECT_EQ(sharded->named_parameters()[i].tensor.storage().nbytes(), 0u);
+    EXPECT_EQ(sharded->named_parameters()[i].tensor.sizes(), saved[i].sizes());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(api->Model_RestoreParamStorage(m, i), nullptr);
+    rh::borrow_tensor(param_info(access, m, i, false).data).copy_(saved[i]);
+  }
+  out.sum().backward();
+  for (size_t i = 0; i < n; ++i) {
+    const auto& a = plain->named_parameters()[i].tensor;
+    const auto& b = sharded->named_parameters()[i].tensor;
+    ASSERT_EQ(a.grad().defined(), b.grad().defined()) << i;
+    if (a.grad().defined()) {
+      EXPECT_TRUE(a.grad().equal(b.grad())) << i;
+    }
+  }
+}
+
+TEST(ModelAccessTest, SetParamDataKeepsTheShapeAndRefusesADtypeChangeAfterCallbacks) {
+  auto model = small_mlp();
+  ModelAccess access(*model);
+  rh_Model* m = access.handle();
+  const rh_ModelApi* api = access.api();
+  const at::Tensor p0 = model->named_parameters()[0].tensor;
+  DLManagedTensor* wrong = rh::export_tensor(torch::zeros({1, 2}));
+  rh_Error* err = api->Model_SetParamData(m, 0, wrong);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(take_message(err).find("the shape must stay"), std::string::npos);
+  wrong->deleter(wrong);  // on error it stays with the caller
+  // bf16 before any callback: allowed, and the model computes with it.
+  DLManagedTensor* bf16 = rh::export_tensor(p0.detach().to(at::kBFloat16));
+  ASSERT_EQ(api->Model_SetParamData(m, 0, bf16), nullptr);
+  EXPECT_EQ(model->named_parameters()[0].tensor.scalar_type(), at::kBFloat16);
+  ASSERT_EQ(api->Model_AddGradReadyCallback(
+                m, 0, [](void*, size_t) {}, nullptr),
+            nullptr);
+  DLManagedTensor* f32 = rh::export_tensor(p0.detach().to(at::kFloat));
+  err = api->Model_SetParamData(m, 0, f32);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(take_message(err).find("grad-ready callback"), std::string::npos);
+  f32->deleter(f32);
+}
+
+// Every phase, in the order a strategy relies on; POST_BACKWARD also for the
+// frozen unit (no gradient) when backward returns.
+TEST(ModelAccessTest, UnitCallbacksFireAroundForwardAndBackward) {
+  auto model = small_mlp();
+  ModelAccess access(*model);
+  rh_Model* m = access.handle();
+  const rh_ModelApi* api = access.api();
+  std::vector<std::string> events;
+  const int32_t units = static_cast<int32_t>(api->Model_NumUnits(m));
+  ASSERT_EQ(units, 3);
+  auto record = [](void* user, int32_t unit, rh_UnitPhase phase) -> rh_Error* {
+    static const char* names[] = {"F", "f", "B", "b"};
+    static_cast<std::vector<std::string>*>(user)->push_back(names[phase] + std::to_string(unit));
+    return nullptr;
+  };
+  for (int32_t u = 0; u < units; ++u)
+    for (rh_UnitPhase ph :
+         {RH_UNIT_PRE_FORWARD, RH_UNIT_POST_FORWARD, RH_UNIT_PRE_BACKWARD, RH_UNIT_POST_BACKWARD})
+      ASSERT_EQ(api->Model_AddUnitCallback(m, u, ph, record, &events), nullptr);
+  at::Tensor out = model->forward(torch::randn({2, 4}));
+  access.begin_backward();
+  out.sum().backward();
+  access.end_backward();
+  // Forward in order; backward in reverse, each unit's POST after its PRE;
+  // unit 1 (frozen) gets its POST_BACKWARD at the end.
+  const std::vector<std::string> expected = {"F0", "f0", "F1", "f1", "F2", "f2",
+                                             "B2", "b2", "B1", "B0", "b0", "b1"};
+  EXPECT_EQ(events, expected);
+}
+
+TEST(ModelAccessTest, ReleaseGradDropsTheGradientAndItsView) {
+  auto model = small_mlp();
+  ModelAccess access(*model);
+  rh_Model* m = access.handle();
+  const rh_ModelApi* api = access.api();
+  model->forward(torch::randn({2, 4})).sum().backward();
+  DLManagedTensor* view = nullptr;
+  ASSERT_EQ(api->Model_GetGrad(m, 0, &view), nullptr);
+  ASSERT_NE(view, nullptr);
+  const size_t held = access.held_views();
+  ASSERT_EQ(api->Model_ReleaseGrad(m, 0), nullptr);
+  EXPECT_FALSE(model->named_parameters()[0].tensor.grad().defined());
+  EXPECT_EQ(access.held_views(), held - 1);
 }
 
 }  // namespace

@@ -36,7 +36,8 @@
 // order broadcast once after the first step) and ddp/comm_ms (time the
 // training thread spent in communication calls: issuing buckets, waiting
 // for them, blocking collectives; the communication *not* hidden behind
-// compute). Profiler ranges (hook `profiler`): ddp::all_reduce where a
+// compute), ddp/grad_bytes (the buckets, which hold every gradient).
+// Profiler ranges (hook `profiler`): ddp::all_reduce where a
 // bucket is copied in and issued, async:ddp::all_reduce bucket <b> from
 // issue until its wait returns (an async track in the trace: the time in
 // flight, which the communicator's own threads cannot show, since the
@@ -303,6 +304,12 @@ class DdpStrategy {
     rh::check(host_, host_->Metric_Put(context_, kBytes.data(), kBytes.size(),
                                        static_cast<double>(comm_bytes_)));
     rh::check(host_, host_->Metric_Put(context_, kMs.data(), kMs.size(), 1e3 * comm_s_));
+    // The gradient memory: every gradient is its bucket slice.
+    static const std::string kGradBytes = "ddp/grad_bytes";
+    int64_t grad_bytes = 0;
+    for (const at::Tensor& f : flats_) grad_bytes += f.defined() ? bytes_of(f) : 0;
+    rh::check(host_, host_->Metric_Put(context_, kGradBytes.data(), kGradBytes.size(),
+                                       static_cast<double>(grad_bytes)));
     comm_bytes_ = 0;
     comm_s_ = 0;
   }
@@ -604,32 +611,10 @@ class DdpStrategy {
   }
 
   void put_longs(rh_StateDict* dict, const char* key, const std::vector<int64_t>& values) {
-    at::Tensor t = at::tensor(at::ArrayRef<int64_t>(values), at::kLong);
-    DLManagedTensor* dl = rh::export_tensor(t);
-    rh_Error* err = host_->StateDict_PutTensor(dict, key, std::strlen(key), dl);
-    dl->deleter(dl);
-    rh::check(host_, err);
+    rh::put_longs(host_, dict, key, values);
   }
-
-  // False when `key` is absent; an entry of another kind is an error.
   bool get_longs(const rh_StateDict* dict, const char* key, std::vector<int64_t>& out) {
-    const DLManagedTensor* dl = nullptr;
-    rh_Error* err = host_->StateDict_GetTensor(dict, key, std::strlen(key), &dl);
-    if (err != nullptr && host_->Error_Code(err) == RH_ERROR_NOT_FOUND) {
-      host_->Error_Destroy(err);
-      return false;
-    }
-    rh::check(host_, err);
-    const at::Tensor t = rh::borrow_tensor(dl);
-    if (t.scalar_type() != at::kLong || t.dim() != 1)
-      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
-                          "strategy 'ddp': checkpoint entry 'strategy." + std::string(key) +
-                              "' must be a 1-d int64 tensor, got " +
-                              std::string(c10::toString(t.scalar_type())) + " with " +
-                              std::to_string(t.dim()) + " dimension(s)");
-    const at::Tensor c = t.cpu().contiguous();
-    out.assign(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-    return true;
+    return rh::get_longs(host_, dict, key, out, "strategy 'ddp'");
   }
 
   // After the first iteration, buckets follow the order gradients actually

@@ -30,6 +30,13 @@
  *        strategy's memory, e.g. a bucket: no copy back after reducing).
  *   1.3  rh_SetupEnvArgs: rank_device (the host's one rule for a rank's
  *        CUDA device), local_world_size, node_rank; rh_CreateArgs: job_dir.
+ *        Sharding and mixed precision: rh_ModelApi Model_SetParamData and
+ *        Model_AddUnitCallback implemented, Model_ReleaseGrad,
+ *        Model_FreeParamStorage, Model_RestoreParamStorage; rh_ParamInfo:
+ *        tied; rh_StrategyTraits: input_dtype (sharded_checkpoint honoured);
+ *        rh_OptimParam: full_shape, full_ndim, full_offset (shards);
+ *        rh_StrategyVtable: LossScale, ShouldStep, ReduceGradNorm,
+ *        UnitParams.
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_

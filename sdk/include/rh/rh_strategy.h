@@ -48,8 +48,12 @@ typedef struct rh_ParamInfo {
   /* View of the parameter's current data. Borrowed: valid until the next
    * Model_SetParamData on this parameter or the end of the run. */
   DLManagedTensor* data;
+  /* 1.3. 1 when units other than `unit` use this parameter too (tied
+   * weights: gpt's tie_weights makes the head multiply by the embedding). A
+   * sharding strategy keeps such a parameter whole while any unit runs. */
+  int32_t tied;
 } rh_ParamInfo;
-#define RH_PARAM_INFO_STRUCT_SIZE RH_STRUCT_SIZE(rh_ParamInfo, data)
+#define RH_PARAM_INFO_STRUCT_SIZE RH_STRUCT_SIZE(rh_ParamInfo, tied)
 
 /* Called when parameter `index`'s gradient for this backward is complete.
  * Runs on the autograd thread; must not call collectives synchronously. */
@@ -68,8 +72,14 @@ typedef struct rh_ModelApi {
   /* Replaces the gradient's values with `grad` (same shape as the current
    * data; borrowed for the call, copied). */
   rh_Error* (*Model_SetGrad)(rh_Model* model, size_t index, const DLManagedTensor* grad);
-  /* Replaces the parameter's storage (shape may change: a shard). Ownership
-   * of `data` passes to the host on success. Autograd keeps the identity. */
+  /* Replaces the parameter's data with `data` (1.3: implemented). The shape
+   * must stay (autograd recorded it when the gradient accumulator was made;
+   * to hold only a shard, free the storage instead: Model_FreeParamStorage);
+   * the dtype and device may change (working parameters in bf16) only
+   * before any gradient-ready callback is registered on it. Ownership of
+   * `data` passes to the host on success; on error it stays with the
+   * caller. The parameter keeps its identity (optimizer, autograd). Call
+   * from Wrap only. */
   rh_Error* (*Model_SetParamData)(rh_Model* model, size_t index, DLManagedTensor* data);
   size_t (*Model_NumBuffers)(const rh_Model* model);
   /* Same lifetime rules as Model_GetParam; unit/requires_grad are 0. */
@@ -81,7 +91,16 @@ typedef struct rh_ModelApi {
    * of the run. Call from Wrap only. */
   rh_Error* (*Model_AddGradReadyCallback)(rh_Model* model, size_t index, rh_GradReadyFn fn,
                                           void* user_data);
-  /* Registers fn for `unit` at `phase`. Call from Wrap only. */
+  /* Registers fn for `unit` at `phase` (1.3: implemented). PRE_FORWARD /
+   * POST_FORWARD run around the unit's forward (an opaque TorchScript
+   * forward: every unit before / after it, in order), also without grad
+   * mode (validation). PRE_BACKWARD runs before autograd enters the unit's
+   * backward (a hook on its output's gradient; not at all when its output
+   * needs no gradient). POST_BACKWARD runs once per backward, when every
+   * parameter of the unit that requires grad has its gradient, and for the
+   * units whose parameters received none, when backward returns; units
+   * without any trainable parameter get it when backward returns.
+   * user_data is borrowed until the end of the run. Call from Wrap only. */
   rh_Error* (*Model_AddUnitCallback)(rh_Model* model, int32_t unit, rh_UnitPhase phase,
                                      rh_UnitFn fn, void* user_data);
   /* ABI 1.2. Makes `grad` the parameter's gradient itself, not a copy: what the
@@ -92,8 +111,23 @@ typedef struct rh_ModelApi {
    * runs when the gradient is dropped, e.g. by zero_grad); on error it stays
    * with the caller. May be called from a grad-ready callback. */
   rh_Error* (*Model_BindGrad)(rh_Model* model, size_t index, DLManagedTensor* grad);
+  /* 1.3. Drops the parameter's gradient now (as zero_grad does): a
+   * sharding strategy that has copied it into a bucket releases the full
+   * gradient before the next one is computed. May be called from a
+   * grad-ready callback. */
+  rh_Error* (*Model_ReleaseGrad)(rh_Model* model, size_t index);
+  /* 1.3. Frees the memory of the parameter's data (its storage is resized
+   * to 0 bytes) while the tensor, its shape and what autograd saved of it
+   * stay: a sharded parameter between uses. Views from Model_GetParam show
+   * no memory until Model_RestoreParamStorage. */
+  rh_Error* (*Model_FreeParamStorage)(rh_Model* model, size_t index);
+  /* 1.3. Gives the freed storage its memory back (values undefined: the
+   * strategy fills it through a new Model_GetParam view) before the
+   * parameter is used again: forward, or the backward that saved it. No-op
+   * when not freed. */
+  rh_Error* (*Model_RestoreParamStorage)(rh_Model* model, size_t index);
 } rh_ModelApi;
-#define RH_MODEL_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_ModelApi, Model_BindGrad)
+#define RH_MODEL_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_ModelApi, Model_RestoreParamStorage)
 
 /* ---- Strategy plugin --------------------------------------------------- */
 
@@ -103,11 +137,19 @@ typedef struct rh_StrategyInstance rh_StrategyInstance; /* owned by the plugin *
  * sets struct_size and pre-fills every field with its default below. */
 typedef struct rh_StrategyTraits {
   size_t struct_size;
-  rh_LoadPhase load_phase;    /* default RH_LOAD_BEFORE_WRAP */
-  int32_t needs_comm;         /* 1: needs the world communicator (default 0) */
-  int32_t sharded_checkpoint; /* 1: every rank writes its own shard (default 0) */
+  rh_LoadPhase load_phase; /* default RH_LOAD_BEFORE_WRAP */
+  int32_t needs_comm;      /* 1: needs the world communicator (default 0) */
+  /* 1: every rank writes its optimizer state (and the values of the tensors
+   * OptimizerParams gave) to a file of its own, optimizer.rank<r>; rank 0
+   * still writes the full model, gathering each unit through UnitParams.
+   * Needs OptimizerParams (default 0). */
+  int32_t sharded_checkpoint;
+  /* 1.3. Floating-point inputs are cast to this dtype before forward
+   * (DeepSpeed's inputs_to_half); {0, 0, 0} (default): left as loaded. The
+   * host always computes the loss in float32. */
+  DLDataType input_dtype;
 } rh_StrategyTraits;
-#define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, sharded_checkpoint)
+#define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, input_dtype)
 
 /* SetupEnv: rendezvous is done; choose the device, seed the generators. */
 typedef struct rh_SetupEnvArgs {
@@ -148,8 +190,16 @@ typedef struct rh_OptimParam {
    * it: the strategy owns its values. Ownership passes to the host as for
    * `param`. */
   DLManagedTensor* grad;
+  /* 1.3. When `param` is a shard: the shape of the whole parameter `name`
+   * (borrowed for the add() call, copied; NULL = `param` is the whole
+   * parameter) and where the shard starts in its flattened elements (the
+   * shard is elements [full_offset, full_offset + numel) of it, row-major).
+   * Checkpoints record it beside the shard's optimizer state. */
+  const int64_t* full_shape;
+  int32_t full_ndim;
+  int64_t full_offset;
 } rh_OptimParam;
-#define RH_OPTIM_PARAM_STRUCT_SIZE RH_STRUCT_SIZE(rh_OptimParam, grad)
+#define RH_OPTIM_PARAM_STRUCT_SIZE RH_STRUCT_SIZE(rh_OptimParam, full_offset)
 
 /* Sink for OptimizerParams: the strategy calls add() once per tensor. */
 typedef struct rh_OptimParamSink {
@@ -158,6 +208,14 @@ typedef struct rh_OptimParamSink {
   rh_Error* (*add)(void* user_data, const rh_OptimParam* param);
 } rh_OptimParamSink;
 #define RH_OPTIM_PARAM_SINK_STRUCT_SIZE RH_STRUCT_SIZE(rh_OptimParamSink, add)
+
+/* UnitParams operations: the host reads or writes whole parameters of a
+ * sharded model (checkpoints, load_from) one unit at a time. */
+typedef enum rh_UnitParamsOp {
+  RH_UNIT_PARAMS_RELEASE = 0, /* done reading: reshard (values unchanged) */
+  RH_UNIT_PARAMS_GATHER = 1,  /* make every parameter of the unit whole */
+  RH_UNIT_PARAMS_ADOPT = 2    /* the host wrote new whole values: take them, reshard */
+} rh_UnitParamsOp;
 
 typedef struct rh_StrategyVtable {
   size_t struct_size;
@@ -197,8 +255,30 @@ typedef struct rh_StrategyVtable {
    * accumulation steps), so gradient-ready callbacks know whether to
    * communicate during this backward. */
   rh_Error* (*BeforeBackward)(rh_StrategyInstance* instance, int32_t sync);
+  /* Optional (ABI 1.3). Before each backward: the factor the host
+   * multiplies the loss by (fp16 loss scaling). NULL = 1. The strategy
+   * divides it out of its gradients (SyncGradients). */
+  rh_Error* (*LossScale)(rh_StrategyInstance* instance, double* scale);
+  /* Optional (ABI 1.3). After SyncGradients(sync = 1): *step = 0 skips this
+   * optimizer step (an fp16 overflow on any rank); the host pre-fills 1.
+   * Must answer the same on every rank. The host then neither clips nor
+   * steps nor calls AfterOptimizerStep, drops the gradients, logs it once
+   * and counts it (metric skipped_steps). NULL = always step. */
+  rh_Error* (*ShouldStep)(rh_StrategyInstance* instance, int32_t* step);
+  /* Optional (ABI 1.3). optim_wrapper.clip_grad over sharded gradients:
+   * *value holds this rank's share of the norm over the optimizer's
+   * gradients (the sum of |g|^norm_type, or max |g| when norm_type is
+   * inf); the strategy replaces it by the whole job's (a sum, or max, over
+   * the ranks holding distinct shards). Collective. With OptimizerParams
+   * and no ReduceGradNorm, clip_grad is refused. */
+  rh_Error* (*ReduceGradNorm)(rh_StrategyInstance* instance, double norm_type, double* value);
+  /* Optional (ABI 1.3). Whole parameters of `unit` (-1: the tied ones,
+   * rh_ParamInfo.tied) for checkpoints and loads; collective, every
+   * rank calls it with the same arguments. Required with load_phase
+   * RH_LOAD_AFTER_WRAP or sharded_checkpoint. */
+  rh_Error* (*UnitParams)(rh_StrategyInstance* instance, int32_t unit, rh_UnitParamsOp op);
 } rh_StrategyVtable;
-#define RH_STRATEGY_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyVtable, BeforeBackward)
+#define RH_STRATEGY_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyVtable, UnitParams)
 
 #ifdef __cplusplus
 } /* extern "C" */

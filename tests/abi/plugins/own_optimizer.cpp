@@ -84,7 +84,8 @@ class OwnOptimizer {
       DLManagedTensor* value = make_tensor(p.view, false, p.bytes);
       DLManagedTensor* grad = make_tensor(p.view, true, p.bytes);
       p.grad = static_cast<char*>(grad->dl_tensor.data);
-      rh_OptimParam op{RH_OPTIM_PARAM_STRUCT_SIZE, {p.name.data(), p.name.size()}, value, grad};
+      rh_OptimParam op{
+          RH_OPTIM_PARAM_STRUCT_SIZE, {p.name.data(), p.name.size()}, value, grad, nullptr, 0, 0};
       rh::check(host_, sink.add(sink.user_data, &op));
     }
   }

@@ -47,6 +47,13 @@ RH_DETAIL_DETECT(has_state_import,
                  std::declval<T&>().state_import(std::declval<const rh_StateDict*>()));
 RH_DETAIL_DETECT(has_teardown, std::declval<T&>().teardown());
 RH_DETAIL_DETECT(has_before_backward, std::declval<T&>().before_backward(true));
+// ABI 1.3: double loss_scale(); bool should_step(); double reduce_grad_norm(double norm_type,
+// double local); void unit_params(int32_t unit, rh_UnitParamsOp op).
+RH_DETAIL_DETECT(has_loss_scale, std::declval<T&>().loss_scale());
+RH_DETAIL_DETECT(has_should_step, std::declval<T&>().should_step());
+RH_DETAIL_DETECT(has_reduce_grad_norm, std::declval<T&>().reduce_grad_norm(2.0, 1.0));
+RH_DETAIL_DETECT(has_unit_params,
+                 std::declval<T&>().unit_params(int32_t{0}, RH_UNIT_PARAMS_GATHER));
 RH_DETAIL_DETECT(has_verify,
                  std::declval<T&>().verify(std::declval<const rh_CheckpointFileArgs&>()));
 RH_DETAIL_DETECT(has_flush, std::declval<T&>().flush());
@@ -159,7 +166,29 @@ struct StrategyAdapter {
   }
   static rh_Error* BeforeBackward(rh_StrategyInstance* s, int32_t sync) {
     return guard(unbox(s)->host, [&] {
-      if constexpr (detail::has_before_backward<T>::value) unbox(s)->impl.before_backward(sync != 0);
+      if constexpr (detail::has_before_backward<T>::value)
+        unbox(s)->impl.before_backward(sync != 0);
+    });
+  }
+  static rh_Error* LossScale(rh_StrategyInstance* s, double* scale) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_loss_scale<T>::value) *scale = unbox(s)->impl.loss_scale();
+    });
+  }
+  static rh_Error* ShouldStep(rh_StrategyInstance* s, int32_t* step) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_should_step<T>::value) *step = unbox(s)->impl.should_step() ? 1 : 0;
+    });
+  }
+  static rh_Error* ReduceGradNorm(rh_StrategyInstance* s, double norm_type, double* value) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_reduce_grad_norm<T>::value)
+        *value = unbox(s)->impl.reduce_grad_norm(norm_type, *value);
+    });
+  }
+  static rh_Error* UnitParams(rh_StrategyInstance* s, int32_t unit, rh_UnitParamsOp op) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_unit_params<T>::value) unbox(s)->impl.unit_params(unit, op);
     });
   }
   static constexpr rh_StrategyVtable vtable = {
@@ -176,6 +205,10 @@ struct StrategyAdapter {
       detail::has_state_import<T>::value ? &StateImport : nullptr,
       detail::has_teardown<T>::value ? &Teardown : nullptr,
       detail::has_before_backward<T>::value ? &BeforeBackward : nullptr,
+      detail::has_loss_scale<T>::value ? &LossScale : nullptr,
+      detail::has_should_step<T>::value ? &ShouldStep : nullptr,
+      detail::has_reduce_grad_norm<T>::value ? &ReduceGradNorm : nullptr,
+      detail::has_unit_params<T>::value ? &UnitParams : nullptr,
   };
 };
 

@@ -8,6 +8,10 @@
 
 // ATen's bundled dlpack.h must come first: it and <dlpack/dlpack.h> share an
 // include guard, and ATen expects its own (possibly newer) copy.
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "rh/cpp/error.hpp"
 #include "rh/cpp/torch_compat.hpp"
 #include "rh/rh_plugin.h"
@@ -51,5 +55,40 @@ inline at::Tensor adopt_tensor(DLManagedTensor* t) { return compat::from_dlpack_
 // A DLPack tensor sharing `t`'s storage; ownership passes to the receiver,
 // who must call its deleter.
 inline DLManagedTensor* export_tensor(const at::Tensor& t) { return at::toDLPack(t); }
+
+// A strategy's or hook's own state entries of 1-d int64 (layouts, counters):
+// `who` names the component in errors ("strategy 'ddp'"), `prefix` the key
+// the host stores them under ("strategy.").
+inline void put_longs(const rh_HostApi* host, rh_StateDict* dict, const char* key,
+                      const std::vector<int64_t>& values) {
+  at::Tensor t = at::tensor(at::ArrayRef<int64_t>(values), at::kLong);
+  DLManagedTensor* dl = export_tensor(t);
+  rh_Error* err = host->StateDict_PutTensor(dict, key, std::strlen(key), dl);
+  dl->deleter(dl);
+  check(host, err);
+}
+
+// False when `key` is absent; an entry of another kind is an error.
+inline bool get_longs(const rh_HostApi* host, const rh_StateDict* dict, const char* key,
+                      std::vector<int64_t>& out, const std::string& who,
+                      const std::string& prefix = "strategy.") {
+  const DLManagedTensor* dl = nullptr;
+  rh_Error* err = host->StateDict_GetTensor(dict, key, std::strlen(key), &dl);
+  if (err != nullptr && host->Error_Code(err) == RH_ERROR_NOT_FOUND) {
+    host->Error_Destroy(err);
+    return false;
+  }
+  check(host, err);
+  const at::Tensor t = borrow_tensor(dl);
+  if (t.scalar_type() != at::kLong || t.dim() != 1)
+    throw Exception(RH_ERROR_INVALID_ARGUMENT, who + ": checkpoint entry '" + prefix + key +
+                                                   "' must be a 1-d int64 tensor, got " +
+                                                   std::string(c10::toString(t.scalar_type())) +
+                                                   " with " + std::to_string(t.dim()) +
+                                                   " dimension(s)");
+  const at::Tensor c = t.cpu().contiguous();
+  out.assign(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+  return true;
+}
 
 }  // namespace rh

@@ -1,0 +1,115 @@
+"""PyTorch's own ZeRO stage 1 (torch.distributed.optim.ZeroRedundancyOptimizer
+over DistributedDataParallel) on the gpt of bench_zero.sh, its peer.
+
+Starts its own ranks (torch.multiprocessing; Debian's python3-torch 1.13,
+Gloo; torchrun is broken there). The model is runner-host's built-in gpt
+re-written in PyTorch layer for layer (pre-norm blocks: LayerNorm,
+qkv/proj attention with a causal mask, LayerNorm, fc1-GELU-fc2; a final
+LayerNorm and an untied head; no dropout), same dims, per-rank batch of
+random tokens, AdamW and intra-op threads. Prints
+`pytorch zero1: <ms> ms/iteration, peak rss <MB> MB` on rank 0.
+"""
+import argparse
+import math
+import os
+import resource
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        H, d = self.heads, D // self.heads
+        q, k, v = self.qkv(self.norm1(x)).view(B, T, 3, H, d).permute(2, 0, 3, 1, 4).unbind(0)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d)
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        weights = scores.masked_fill(future, float("-inf")).softmax(-1)
+        h = x + self.proj((weights @ v).transpose(1, 2).reshape(B, T, D))
+        return h + self.fc2(nn.functional.gelu(self.fc1(self.norm2(h))))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, block, dim, depth, heads):
+        super().__init__()
+        self.token = nn.Embedding(vocab, dim)
+        self.position = nn.Embedding(block, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, idx):
+        x = self.token(idx) + self.position(torch.arange(idx.shape[1]))
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.norm(x))
+
+
+def run(rank, a):
+    os.environ["RANK"] = str(rank)
+    dist.init_process_group("gloo", rank=rank, world_size=a.ranks)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    torch.manual_seed(0)
+    model = DistributedDataParallel(Gpt(a.vocab, a.block, a.dim, a.depth, a.heads),
+                                    bucket_cap_mb=25)
+    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
+                                  lr=1e-4, weight_decay=0.1)
+    xs = torch.randint(0, a.vocab, (4, a.batch, a.block + 1))
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(i):
+        opt.zero_grad(set_to_none=True)
+        x = xs[i % 4]
+        logits = model(x[:, :-1])
+        loss = loss_fn(logits.reshape(-1, a.vocab), x[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    times = []
+    for i in range(a.warmup + a.iters):
+        dist.barrier()
+        t0 = time.perf_counter()
+        step(i)
+        times.append(time.perf_counter() - t0)
+    times = sorted(times[a.warmup:])
+    ms = 1e3 * times[len(times) // 2]
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if dist.get_rank() == 0:
+        print(f"pytorch zero1: {ms:.1f} ms/iteration, peak rss {rss:.0f} MB", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--block", type=int, default=64)
+    p.add_argument("--dim", type=int, default=512)
+    p.add_argument("--depth", type=int, default=16)
+    p.add_argument("--heads", type=int, default=8)
+    a = p.parse_args()
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(a.port)
+    os.environ["WORLD_SIZE"] = str(a.ranks)
+    mp.spawn(run, args=(a,), nprocs=a.ranks)
