@@ -111,10 +111,15 @@ TEST_F(ZeroTest, EveryStageEqualsDdpWithClippingAndAFrozenBlock) {
   at_lr0.replace(at_lr0.find("lr: 0.003"), 9, "lr: 0.0");
   auto initial = run("initial", at_lr0, 2);
   ASSERT_EQ(initial.exit_code, 0) << initial.output;
-  for (int s : {1, 2, 3}) {
+  // Stage 2 once more with DeepSpeed's all-reduce path (reduce_scatter:
+  // false) and overlap_comm on (stages 1 and 2 default to off, 3 to on).
+  for (int s : {1, 2, 3, 4}) {
     SCOPED_TRACE("stage " + std::to_string(s));
     const std::string name = "zero" + std::to_string(s);
-    auto z = run(name, gpt_job(stage(s), 50, kSaveAt50), 2);
+    const std::string strategy =
+        s < 4 ? stage(s) : stage(2, ", reduce_scatter: false, overlap_comm: true");
+    if (s == 4) s = 2;
+    auto z = run(name, gpt_job(strategy, 50, kSaveAt50), 2);
     ASSERT_EQ(z.exit_code, 0) << z.output;
     EXPECT_THAT(z.output, HasSubstr("strategy 'zero': stage " + std::to_string(s)));
     rh::test::expect_close(ckpt("ddp", "iter_50", "model.safetensors"),
@@ -275,6 +280,8 @@ struct BadZeroConfig {
   std::string name, strategy, extra, expected;
 };
 
+void PrintTo(const BadZeroConfig& c, std::ostream* os) { *os << c.name; }
+
 class ZeroBadConfigTest : public ZeroTest, public ::testing::WithParamInterface<BadZeroConfig> {};
 
 TEST_P(ZeroBadConfigTest, NamesTheKey) {
@@ -307,6 +314,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadZeroConfig{"missing_json", "{type: zero, deepspeed_config: nowhere.json}", "",
                       "nowhere.json"},
         BadZeroConfig{"invalid_json", "{type: zero, deepspeed_config: ds.json}", "", "ds.json:2:"},
+        BadZeroConfig{"contiguous_gradients_off",
+                      "{type: zero, zero_optimization: {stage: 2, contiguous_gradients: false}}",
+                      "", "strategy.zero_optimization.contiguous_gradients"},
         BadZeroConfig{"frozen_nothing", "{type: zero, zero_optimization: {stage: 1}}", "",
                       "model.frozen"}),
     [](const auto& info) { return info.param.name; });

@@ -49,16 +49,21 @@ run() {  # $1 = name, $2 = strategy
     { cat "$WORK/$1.log"; exit 1; }
 }
 
-# One unit of the model: a block's elements, for stage 3's "+ two units".
-STAGE3='{type: zero, zero_optimization: {stage: 3, stage3_prefetch_bucket_size: 3200000}}'
+# Groups of 2 M elements (DeepSpeed's default of 5e8 would make this whole
+# model one group: one reduce-scatter after backward, no overlap); stage 3
+# prefetches one block (3.15 M elements) ahead.
+# overlap_comm on for every stage (DeepSpeed's default is off below stage 3).
+BUCKETS="reduce_bucket_size: ${RH_BENCH_BUCKET:-2000000}, allgather_bucket_size: ${RH_BENCH_BUCKET:-2000000}, overlap_comm: true"
+STAGE3="{type: zero, zero_optimization: {stage: 3, $BUCKETS, stage3_prefetch_bucket_size: 3200000}}"
 echo "gpt vocab 256, block 64, dim 512, depth 16, heads 8; batch 2 x 64 tokens per rank; AdamW;"
-echo "2 ranks on $(nproc) cores, OMP_NUM_THREADS=1, $ITERS iterations; $(date -u +%F) on $(uname -m)"
+echo "2 ranks on $(nproc --all) cores, OMP_NUM_THREADS=1, $ITERS iterations; $(date -u +%F) on $(uname -m)"
 run ddp '{type: ddp}'
-run zero1 '{type: zero, zero_optimization: {stage: 1}}'
-run zero2 '{type: zero, zero_optimization: {stage: 2}}'
+run zero1 "{type: zero, zero_optimization: {stage: 1, $BUCKETS}}"
+run zero2 "{type: zero, zero_optimization: {stage: 2, $BUCKETS}}"
 run zero3 "$STAGE3"
-PEER="$(/usr/bin/python3 "$ROOT/tools/bench/pytorch_zero.py" --port "$(port)" --iters $((ITERS - 2)) 2>/dev/null |
-  sed -n 's/pytorch zero1: \([0-9.]*\) ms\/iteration, peak rss \([0-9]*\) MB/\1 \2/p')"
+PEER="$(/usr/bin/python3 "$ROOT/tools/bench/pytorch_zero.py" --port "$(port)" --iters $((ITERS - 2)) \
+  2> "$WORK/peer.log" | sed -n 's/pytorch zero1: \([0-9.]*\) ms\/iteration, peak rss \([0-9]*\) MB/\1 \2/p')" ||
+  { echo "PyTorch peer failed (python3-torch installed?):"; tail -5 "$WORK/peer.log"; }
 
 python3 - "$WORK" "$PEER" <<'PY'
 import json, os, struct, sys
@@ -107,7 +112,7 @@ formula = {
     "ddp":   (4 * psi, 4 * psi, 8 * psi),
     "zero1": (4 * psi + 4 * psi / N, 4 * psi, 8 * psi / N),
     "zero2": (4 * psi + 4 * psi / N, 4 * psi / N, 8 * psi / N),
-    "zero3": (4 * psi / N + 4 * psi / N + 2 * 4 * unit, 4 * psi / N, 8 * psi / N),
+    "zero3": (4 * psi / N + 2 * 4 * unit, 4 * psi / N, 8 * psi / N),
 }
 MB = 1 / 2**20
 print(f"parameters: {psi/1e6:.1f} M (fp32; Psi below), N = {N}; bytes per rank in MiB, measured (formula)")
@@ -119,8 +124,8 @@ for name, r in rows.items():
           f"{r['optim']*MB:.0f} ({f[2]*MB:.0f}) | {r['rss']:.0f} | {r['time']:.0f} | "
           f"{r['time']/rows['ddp']['time']:.3f} |")
 print("formulas: ddp 4Psi + 4Psi + 8Psi; stage 1 masters 4Psi/N beside the parameters, AdamW 8Psi/N;")
-print("stage 2 gradients 4Psi/N (plus the group buffers in flight); stage 3 parameters 4Psi/N")
-print("(masters) + 4Psi/N (own chunk, gathered) + two units whole")
+print("stages 2 and 3 gradients 4Psi/N (plus the group buffers in flight); stage 3 parameters")
+print("4Psi/N (masters) + two units whole (the small persistent ones beside)")
 print(f"optimizer state / (ddp's / N): " +
       ", ".join(f"{n} {rows[n]['optim']/(rows['ddp']['optim']/N):.3f}" for n in ["zero1", "zero2", "zero3"]))
 if len(peer) == 2:

@@ -27,6 +27,11 @@
 //                  stages 2 and 3 reduce every micro-batch and accumulate
 //                  into `grad` (DeepSpeed's rule): no full gradient outlives
 //                  its group's reduction.
+//                  Group buffers come from a pool (reused from step to
+//                  step); overlap_comm keeps one reduce-scatter in flight
+//                  while the next group fills (off: each one finishes at
+//                  once); reduce_scatter: false all-reduces the buffer and
+//                  takes this rank's chunk (DeepSpeed's other path).
 //   SyncGradients  reduce-scatters the groups not reduced yet (gradients
 //                  that never arrived count as zeros) and waits for all.
 //   ShouldStep     fp16: unscales and checks for inf/nan on every rank; an
@@ -78,6 +83,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <limits>
 #include <map>
@@ -108,6 +114,36 @@ struct InFlight {
   DLManagedTensor* out = nullptr;
 };
 
+// Flat buffers of one size (the largest group's), reused from step to step:
+// a fresh 100 MB buffer per group and step would cost its page faults and
+// zeroing every time. take() hands out a free one (or makes one), give()
+// takes it back.
+class BufferPool {
+ public:
+  void configure(int64_t elements, at::TensorOptions options) {
+    elements_ = elements;
+    options_ = options;
+  }
+  at::Tensor take() {
+    if (free_.empty()) {
+      free_.push_back(at::empty({elements_}, options_));
+      held_bytes_ += free_.back().numel() * static_cast<int64_t>(free_.back().element_size());
+      peak_bytes_ = std::max(peak_bytes_, held_bytes_);
+    }
+    at::Tensor t = std::move(free_.back());
+    free_.pop_back();
+    return t;
+  }
+  void give(at::Tensor t) { free_.push_back(std::move(t)); }
+  int64_t held_bytes() const { return held_bytes_; }
+
+ private:
+  int64_t elements_ = 0;
+  at::TensorOptions options_;
+  std::vector<at::Tensor> free_;
+  int64_t held_bytes_ = 0, peak_bytes_ = 0;
+};
+
 // One parameter's place in its group's flat vector.
 struct Member {
   size_t param = 0;
@@ -118,20 +154,23 @@ struct Member {
 
 struct Group {
   std::vector<Member> members;
-  int64_t numel = 0;      // sum of the members' elements
-  int64_t chunk = 0;      // ceil(numel / N): each rank's part
-  int unit = -1;          // stage 3: the unit whose params it holds; -1: persistent
-  bool sharded = false;   // stage 3 unit group: parameters freed between uses
-  at::Tensor master;      // [chunk] float32
-  at::Tensor grad;        // [chunk] float32
-  at::Tensor flat_grad;   // [N * chunk] float32, while this backward collects it
-  at::Tensor rs_out;      // [chunk] float32 when accumulating into grad
-  int ready = 0;          // members whose gradient arrived this backward
-  bool launched = false;  // this backward's reduce-scatter issued
-  InFlight reduce;        // the reduce-scatter
+  int64_t numel = 0;     // sum of the members' elements
+  int64_t chunk = 0;     // ceil(numel / N): each rank's part
+  int unit = -1;         // stage 3: the unit whose params it holds; -1: persistent
+  bool sharded = false;  // stage 3 unit group: parameters freed between uses
+  at::Tensor master;     // [chunk] float32
+  at::Tensor grad;       // [chunk] float32
+  at::Tensor
+      flat_grad;        // [N * chunk] float32 (a view of flat_buf), while this backward collects it
+  at::Tensor flat_buf;  // from the gradient pool
+  std::vector<char> filled;  // per member: its gradient is in flat_grad
+  at::Tensor rs_out;         // [chunk] float32 when accumulating into grad
+  int ready = 0;             // members whose gradient arrived this backward
+  bool launched = false;     // this backward's reduce-scatter issued
+  InFlight reduce;           // the reduce-scatter
   // Stage 3 gathering.
-  bool whole = true;  // the parameters hold their values
-  at::Tensor send, gathered;
+  bool whole = true;                        // the parameters hold their values
+  at::Tensor send, gathered, gathered_buf;  // gathered: a view of gathered_buf (gather pool)
   InFlight gather;
 };
 
@@ -144,6 +183,11 @@ class ZeroStrategy {
                                     : std::string(".");
     cfg_ = ZeroConfig::from_config(cfg, job_dir);
     stage_ = cfg_.zero_optimization.stage;
+    if (!cfg_.zero_optimization.contiguous_gradients)
+      throw rh::Exception(RH_ERROR_INVALID_CONFIG,
+                          "strategy.zero_optimization.contiguous_gradients: false is not "
+                          "implemented: runner-host always copies gradients into contiguous group "
+                          "buffers (what true means)");
     if (cfg_.fp16_enabled) scaler_ = std::make_unique<rh::zero::LossScaler>(cfg_.fp16);
     if (const char* v = std::getenv("RH_ZERO_TEST_FP16_COMPUTE"))
       fp16_compute_float_ = std::string(v) == "float32";
@@ -249,7 +293,12 @@ class ZeroStrategy {
       }
     const at::Device device = rh::borrow_tensor(param_info(trainable.front()).data).device();
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    int64_t largest = 0;
+    for (const Group& g : groups_) largest = std::max(largest, g.chunk * world_size_);
+    grad_pool_.configure(largest, f32);
+    gather_pool_.configure(largest, f32.dtype(working_));
     for (Group& g : groups_) {
+      g.filled.assign(g.members.size(), 0);
       g.master = at::zeros({g.chunk}, f32);
       g.grad = at::zeros({g.chunk}, f32);
       master_from(g, [&](const Member& m) { return initial[m.param].reshape({-1}); });
@@ -574,15 +623,8 @@ class ZeroStrategy {
     const int k = group_of_[index];
     if (k < 0) return;
     Group& g = groups_[static_cast<size_t>(k)];
-    const Member& m = g.members[static_cast<size_t>(member_of_[index])];
     if (!g.flat_grad.defined()) allocate_flat_grad(g);
-    DLManagedTensor* view = nullptr;
-    rh::check(host_, api_->Model_GetGrad(model_, index, &view));
-    if (view != nullptr) {
-      at::Tensor slice = g.flat_grad.narrow(0, m.offset, m.numel);
-      at::div_out(slice, rh::borrow_tensor(view).reshape({-1}).to(at::kFloat), world_size_tensor_);
-      rh::check(host_, api_->Model_ReleaseGrad(model_, index));  // no full gradient kept
-    }
+    take_grad(g, static_cast<size_t>(member_of_[index]));
     if (++g.ready < static_cast<int>(g.members.size())) return;
     while (next_launch_ < groups_.size() &&
            groups_[next_launch_].ready == static_cast<int>(groups_[next_launch_].members.size()))
@@ -594,17 +636,12 @@ class ZeroStrategy {
     RECORD_USER_SCOPE("zero::reduce_scatter");
     Group& g = groups_[k];
     if (!g.flat_grad.defined()) allocate_flat_grad(g);
-    // Gradients that did not arrive (unused parameters) are zeros; one that
-    // did but is still in the parameter (stage 1's first reducing backward
-    // never saw it) is taken now.
-    for (const Member& m : g.members) {
-      DLManagedTensor* view = nullptr;
-      rh::check(host_, api_->Model_GetGrad(model_, m.param, &view));
-      if (view == nullptr) continue;
-      at::Tensor slice = g.flat_grad.narrow(0, m.offset, m.numel);
-      at::div_out(slice, rh::borrow_tensor(view).reshape({-1}).to(at::kFloat), world_size_tensor_);
-      rh::check(host_, api_->Model_ReleaseGrad(model_, m.param));
-    }
+    // A gradient still in its parameter (accumulated before this reducing
+    // backward and not produced again) is taken now; one that never arrived
+    // (an unused parameter) counts as zeros.
+    for (size_t j = 0; j < g.members.size(); ++j)
+      if (!g.filled[j] && !take_grad(g, j))
+        g.flat_grad.narrow(0, g.members[j].offset, g.members[j].numel).zero_();
     at::Tensor out = g.grad;
     if (accumulating_) {
       g.rs_out = at::empty_like(g.grad);
@@ -613,11 +650,39 @@ class ZeroStrategy {
     g.reduce.in = rh::export_tensor(g.flat_grad);
     g.reduce.out = rh::export_tensor(out);
     const auto t0 = Clock::now();
-    rh::check(host_, host_->Comm_ReduceScatter(world_, g.reduce.in, g.reduce.out, RH_REDUCE_SUM,
-                                               &g.reduce.work));
+    if (cfg_.zero_optimization.reduce_scatter) {
+      rh::check(host_, host_->Comm_ReduceScatter(world_, g.reduce.in, g.reduce.out, RH_REDUCE_SUM,
+                                                 &g.reduce.work));
+    } else {
+      // reduce_scatter: false (DeepSpeed's all-reduce path): the whole flat
+      // buffer summed, this rank's chunk taken in finish_reduce.
+      g.reduce.out->deleter(g.reduce.out);
+      g.reduce.out = rh::export_tensor(g.flat_grad);
+      rh::check(host_, host_->Comm_AllReduce(world_, g.reduce.out, RH_REDUCE_SUM, &g.reduce.work));
+    }
     comm_s_ += seconds_since(t0);
     comm_bytes_ += g.flat_grad.numel() * 4;
     g.launched = true;
+    // overlap_comm: one reduce-scatter in flight while the next group fills
+    // (DeepSpeed's double buffering); off: each one finishes at once. Either
+    // way a group's buffer goes back to the pool as soon as it is reduced.
+    in_flight_.push_back(k);
+    const size_t keep = cfg_.zero_optimization.overlap_comm ? 1 : 0;
+    while (in_flight_.size() > keep) finish_reduce(groups_[in_flight_.front()]);
+  }
+
+  // Copies member j's gradient (/ N) into its group's flat buffer and
+  // releases it; false when the parameter has none.
+  bool take_grad(Group& g, size_t j) {
+    const Member& m = g.members[j];
+    DLManagedTensor* view = nullptr;
+    rh::check(host_, api_->Model_GetGrad(model_, m.param, &view));
+    if (view == nullptr) return false;
+    at::Tensor slice = g.flat_grad.narrow(0, m.offset, m.numel);
+    at::div_out(slice, rh::borrow_tensor(view).reshape({-1}).to(at::kFloat), world_size_tensor_);
+    rh::check(host_, api_->Model_ReleaseGrad(model_, m.param));  // no full gradient kept
+    g.filled[j] = 1;
+    return true;
   }
 
   // Waits for `f`, frees what it borrowed, throws its error.
@@ -636,18 +701,32 @@ class ZeroStrategy {
     if (g.reduce.work == nullptr) return;
     RECORD_USER_SCOPE("zero::wait");
     wait(g.reduce);
-    if (g.rs_out.defined()) {
+    if (!cfg_.zero_optimization.reduce_scatter) {  // all-reduced: take this rank's chunk
+      const at::Tensor mine = g.flat_grad.narrow(0, rank_ * g.chunk, g.chunk);
+      if (accumulating_)
+        g.grad.add_(mine);
+      else
+        g.grad.copy_(mine);
+      g.rs_out = at::Tensor();
+    } else if (g.rs_out.defined()) {
       g.grad.add_(g.rs_out);
       g.rs_out = at::Tensor();
     }
     g.flat_grad = at::Tensor();  // the full gradient is gone
-    flat_live_bytes_ -= 4 * world_size_ * g.chunk;
+    grad_pool_.give(std::move(g.flat_buf));
+    g.flat_buf = at::Tensor();
+    for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it)
+      if (&groups_[*it] == &g) {
+        in_flight_.erase(it);
+        break;
+      }
   }
 
   void allocate_flat_grad(Group& g) {
-    g.flat_grad = at::zeros({g.chunk * world_size_}, g.master.options());
-    flat_live_bytes_ += 4 * world_size_ * g.chunk;
-    flat_peak_bytes_ = std::max(flat_peak_bytes_, flat_live_bytes_);
+    g.flat_buf = grad_pool_.take();
+    g.flat_grad = g.flat_buf.narrow(0, 0, g.chunk * world_size_);
+    g.flat_grad.narrow(0, g.numel, g.chunk * world_size_ - g.numel).zero_();  // the padding
+    std::fill(g.filled.begin(), g.filled.end(), 0);
   }
 
   double local_square_sum() {
@@ -667,7 +746,9 @@ class ZeroStrategy {
     torch::NoGradGuard no_grad;
     const int64_t piece = std::max<int64_t>(1, piece_elements / world_size_);
     at::Tensor send = g.master.to(working_);
-    at::Tensor flat = at::empty({world_size_, g.chunk}, send.options());
+    at::Tensor buf = gather_pool_.take();
+    at::Tensor flat = buf.narrow(0, 0, world_size_ * g.chunk).view({world_size_, g.chunk});
+    const bool one_piece = piece >= g.chunk;  // gathered straight into `flat`
     struct Piece {
       int64_t at, len;
       at::Tensor out;
@@ -676,7 +757,7 @@ class ZeroStrategy {
     std::vector<Piece> pieces;
     for (int64_t at = 0; at < g.chunk; at += piece) {
       Piece p{at, std::min(piece, g.chunk - at), {}, {}};
-      p.out = at::empty({world_size_ * p.len}, send.options());
+      p.out = one_piece ? flat.view({-1}) : at::empty({world_size_ * p.len}, send.options());
       p.f.in = rh::export_tensor(send.narrow(0, p.at, p.len));
       p.f.out = rh::export_tensor(p.out);
       const auto t0 = Clock::now();
@@ -690,13 +771,14 @@ class ZeroStrategy {
     for (Piece& p : pieces) {
       try {
         wait(p.f);
-        flat.narrow(1, p.at, p.len).copy_(p.out.view({world_size_, p.len}));
+        if (!one_piece) flat.narrow(1, p.at, p.len).copy_(p.out.view({world_size_, p.len}));
       } catch (...) {
         if (!failed) failed = std::current_exception();
       }
     }
     if (failed) std::rethrow_exception(failed);
     scatter_to_params(g, flat.reshape({-1}));
+    gather_pool_.give(std::move(buf));
   }
 
   void scatter_to_params(Group& g, const at::Tensor& flat) {
@@ -713,7 +795,8 @@ class ZeroStrategy {
     for (const Member& m : g.members)
       rh::check(host_, api_->Model_RestoreParamStorage(model_, m.param));
     g.send = g.master.to(working_);
-    g.gathered = at::empty({world_size_ * g.chunk}, g.send.options());
+    g.gathered_buf = gather_pool_.take();
+    g.gathered = g.gathered_buf.narrow(0, 0, world_size_ * g.chunk);
     g.gather.in = rh::export_tensor(g.send);
     g.gather.out = rh::export_tensor(g.gathered);
     const auto t0 = Clock::now();
@@ -734,6 +817,8 @@ class ZeroStrategy {
       scatter_to_params(g, g.gathered);
     }
     g.send = g.gathered = at::Tensor();
+    gather_pool_.give(std::move(g.gathered_buf));
+    g.gathered_buf = at::Tensor();
     g.whole = true;
   }
 
@@ -836,17 +921,17 @@ class ZeroStrategy {
     if (stage_ == 3) put_metric("zero/peak_gathered_numel", static_cast<double>(peak_live_));
     // What this rank held at the step's peak (docs/zero.md, "Memory"):
     // parameters whole in the working dtype (all of them below stage 3;
-    // the frozen, persistent and most-gathered at stage 3) plus the float32
-    // masters; gradients: this rank's chunks plus the most flat group
-    // buffers alive at once (a full gradient lives only until it is copied
-    // into one).
+    // the frozen, persistent and most-gathered at stage 3), the float32
+    // masters and the gather buffers; gradients: this rank's chunks plus
+    // the flat group buffers (a full gradient lives only until it is copied
+    // into one; the pool keeps as many as were ever in use at once).
     int64_t chunks = 0;
     for (const Group& g : groups_) chunks += g.chunk;
     const int64_t working = static_cast<int64_t>(c10::elementSize(working_));
     const int64_t whole = stage_ < 3 ? all_param_numel_ : untracked_numel_ + peak_live_;
-    put_metric("zero/param_bytes", static_cast<double>(working * whole + 4 * chunks));
-    put_metric("zero/grad_bytes", static_cast<double>(4 * chunks + flat_peak_bytes_));
-    flat_peak_bytes_ = flat_live_bytes_;
+    put_metric("zero/param_bytes",
+               static_cast<double>(working * whole + 4 * chunks + gather_pool_.held_bytes()));
+    put_metric("zero/grad_bytes", static_cast<double>(4 * chunks + grad_pool_.held_bytes()));
     comm_bytes_ = 0;
     comm_s_ = 0;
     peak_live_ = live_ + persistent_numel();
@@ -903,7 +988,9 @@ class ZeroStrategy {
   int64_t live_ = 0, peak_live_ = 0;  // stage 3: gathered elements of unit groups (+ persistent)
   int64_t all_param_numel_ = 0;       // every parameter, frozen ones too
   int64_t untracked_numel_ = 0;       // stage 3: frozen parameters (always whole)
-  int64_t flat_live_bytes_ = 0, flat_peak_bytes_ = 0;
+  BufferPool grad_pool_;              // flat float32 gradient buffers
+  BufferPool gather_pool_;            // flat working-dtype buffers of all-gathers
+  std::deque<size_t> in_flight_;      // groups whose reduce-scatter is issued, oldest first
 };
 
 const rh_Component kComponents[] = {
