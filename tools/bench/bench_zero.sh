@@ -11,7 +11,8 @@
 # Where the figures come from (all measured in this run):
 #   parameters, gradients  the strategy's metrics of the last step:
 #                          zero/param_bytes, zero/grad_bytes (what its
-#                          tensors held at the step's peak, docs/zero.md);
+#                          tensors held at the step's peak, docs/zero.md),
+#                          zero/gather_buffer_bytes (its all-gather buffers);
 #                          ddp: the model's parameters (model.safetensors)
 #                          and ddp/grad_bytes (its buckets)
 #   optimizer state        the bytes of rank 0's optimizer state in the
@@ -61,6 +62,7 @@ run ddp '{type: ddp}'
 run zero1 "{type: zero, zero_optimization: {stage: 1, $BUCKETS}}"
 run zero2 "{type: zero, zero_optimization: {stage: 2, $BUCKETS}}"
 run zero3 "$STAGE3"
+run zero3_noprefetch "{type: zero, zero_optimization: {stage: 3, $BUCKETS, stage3_prefetch_bucket_size: 0}}"
 PEER="$(/usr/bin/python3 "$ROOT/tools/bench/pytorch_zero.py" --port "$(port)" --iters $((ITERS - 2)) \
   2> "$WORK/peer.log" | sed -n 's/pytorch zero1: \([0-9.]*\) ms\/iteration, peak rss \([0-9]*\) MB/\1 \2/p')" ||
   { echo "PyTorch peer failed (python3-torch installed?):"; tail -5 "$WORK/peer.log"; }
@@ -92,7 +94,7 @@ def median(xs):
 
 ckpts = {}
 rows = {}
-for name in ["ddp", "zero1", "zero2", "zero3"]:
+for name in ["ddp", "zero1", "zero2", "zero3", "zero3_noprefetch"]:
     ls = lines(name)
     d = [x for x in os.listdir(os.path.join(work, name)) if x.startswith("iter_")][0]
     ck = os.path.join(work, name, d)
@@ -101,8 +103,9 @@ for name in ["ddp", "zero1", "zero2", "zero3"]:
     optim = tensor_bytes(opt_file, lambda k: not k.endswith(".param"))
     last = ls[-1]
     params = model if name == "ddp" else last["zero/param_bytes"]
+    buffers = 0 if name == "ddp" else last["zero/gather_buffer_bytes"]
     grads = last["ddp/grad_bytes"] if name == "ddp" else last["zero/grad_bytes"]
-    rows[name] = dict(params=params, grads=grads, optim=optim, rss=last["memory_mb"],
+    rows[name] = dict(params=params, buffers=buffers, grads=grads, optim=optim, rss=last["memory_mb"],
                       time=median([x["time"] for x in ls[2:]]) * 1e3, model=model)
 
 psi = rows["ddp"]["model"] / 4  # fp32 parameters
@@ -114,20 +117,22 @@ formula = {
     "zero2": (4 * psi + 4 * psi / N, 4 * psi / N, 8 * psi / N),
     "zero3": (4 * psi / N + 2 * 4 * unit, 4 * psi / N, 8 * psi / N),
 }
+formula["zero3_noprefetch"] = formula["zero3"]
 MB = 1 / 2**20
 print(f"parameters: {psi/1e6:.1f} M (fp32; Psi below), N = {N}; bytes per rank in MiB, measured (formula)")
-print("| strategy | parameters | gradients | optimizer state | peak RSS | step ms | step / ddp |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+print("| strategy | parameters | gather buffers | gradients | optimizer state | peak RSS | step ms | step / ddp |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for name, r in rows.items():
     f = formula[name]
-    print(f"| {name} | {r['params']*MB:.0f} ({f[0]*MB:.0f}) | {r['grads']*MB:.0f} ({f[1]*MB:.0f}) | "
+    print(f"| {name} | {r['params']*MB:.0f} ({f[0]*MB:.0f}) | {r['buffers']*MB:.0f} | "
+          f"{r['grads']*MB:.0f} ({f[1]*MB:.0f}) | "
           f"{r['optim']*MB:.0f} ({f[2]*MB:.0f}) | {r['rss']:.0f} | {r['time']:.0f} | "
           f"{r['time']/rows['ddp']['time']:.3f} |")
 print("formulas: ddp 4Psi + 4Psi + 8Psi; stage 1 masters 4Psi/N beside the parameters, AdamW 8Psi/N;")
 print("stages 2 and 3 gradients 4Psi/N (plus the group buffers in flight); stage 3 parameters")
 print("4Psi/N (masters) + two units whole (the small persistent ones beside)")
 print(f"optimizer state / (ddp's / N): " +
-      ", ".join(f"{n} {rows[n]['optim']/(rows['ddp']['optim']/N):.3f}" for n in ["zero1", "zero2", "zero3"]))
+      ", ".join(f"{n} {rows[n]['optim']/(rows['ddp']['optim']/N):.3f}" for n in list(rows)[1:]))
 if len(peer) == 2:
     pt = float(peer[0])
     print(f"PyTorch ZeroRedundancyOptimizer + DDP: {pt:.0f} ms/step, peak RSS {peer[1]} MB; "

@@ -73,7 +73,8 @@
 // Metrics of every optimizer step: zero/comm_bytes, zero/comm_ms (time the
 // training thread spent issuing and waiting), zero/peak_gathered_numel
 // (stage 3: the most parameter elements held whole at once, persistent ones
-// included), zero/loss_scale (fp16).
+// included), zero/param_bytes, zero/gather_buffer_bytes, zero/grad_bytes
+// (what this rank held at the step's peak), zero/loss_scale (fp16).
 #include <ATen/record_function.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -921,16 +922,17 @@ class ZeroStrategy {
     if (stage_ == 3) put_metric("zero/peak_gathered_numel", static_cast<double>(peak_live_));
     // What this rank held at the step's peak (docs/zero.md, "Memory"):
     // parameters whole in the working dtype (all of them below stage 3;
-    // the frozen, persistent and most-gathered at stage 3), the float32
-    // masters and the gather buffers; gradients: this rank's chunks plus
+    // the frozen, persistent and most-gathered at stage 3) and the float32
+    // masters; beside them the all-gather buffers (the pool's, each the
+    // size of the largest group); gradients: this rank's chunks plus
     // the flat group buffers (a full gradient lives only until it is copied
     // into one; the pool keeps as many as were ever in use at once).
     int64_t chunks = 0;
     for (const Group& g : groups_) chunks += g.chunk;
     const int64_t working = static_cast<int64_t>(c10::elementSize(working_));
     const int64_t whole = stage_ < 3 ? all_param_numel_ : untracked_numel_ + peak_live_;
-    put_metric("zero/param_bytes",
-               static_cast<double>(working * whole + 4 * chunks + gather_pool_.held_bytes()));
+    put_metric("zero/param_bytes", static_cast<double>(working * whole + 4 * chunks));
+    put_metric("zero/gather_buffer_bytes", static_cast<double>(gather_pool_.held_bytes()));
     put_metric("zero/grad_bytes", static_cast<double>(4 * chunks + grad_pool_.held_bytes()));
     comm_bytes_ = 0;
     comm_s_ = 0;
