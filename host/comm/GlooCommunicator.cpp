@@ -564,6 +564,13 @@ class GlooCommunicator final : public Communicator {
           failure = e.what();
         } catch (const std::exception& e) {
           std::string detail = strip_location(e.what());
+          // Gloo's TCP timeouts name no peer ("Timed out waiting 3000ms for
+          // send operation to complete"); with two members the peer can only
+          // be the other one. (Shared memory names the rank it waited for.)
+          if (size_ == 2 && mentions_timeout(detail) && detail.find("rank ") == std::string::npos)
+            detail += " (waiting for rank " +
+                      std::to_string(members_[static_cast<size_t>(1 - rank_)]) +
+                      ", the other member)";
           auto converted = collective_error(who_, task.name, mentions_timeout(detail),
                                             shared_->timeout_s, task.step, detail);
           failure = converted.what();

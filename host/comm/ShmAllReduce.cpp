@@ -12,9 +12,11 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -99,6 +101,25 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// Test-only fault injection (RH_FAULT_INJECT, a comma-separated list, as in
+// checkpoint/CheckpointStore.cpp): `shm_full` makes rank 0's reservation of
+// the segment fail with ENOSPC, as on a /dev/shm too small to hold it.
+bool fault_injected(const std::string& item) {
+  const char* env = std::getenv("RH_FAULT_INJECT");
+  if (env == nullptr) return false;
+  std::stringstream list(env);
+  std::string entry;
+  while (std::getline(list, entry, ','))
+    if (entry == item) return true;
+  return false;
+}
+
+// posix_fallocate, or ENOSPC under RH_FAULT_INJECT=shm_full.
+int reserve(int fd, off_t bytes) {
+  if (fault_injected("shm_full")) return ENOSPC;
+  return ::posix_fallocate(fd, 0, bytes);
+}
+
 std::string random_segment_name() {
   std::random_device rd;
   char name[64];
@@ -158,7 +179,7 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::connect(const ShmRendezvous& store, 
       fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
       if (fd < 0) {
         decision = "-shm_open(" + name + "): " + std::strerror(errno);
-      } else if (int e = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
+      } else if (int e = reserve(fd, static_cast<off_t>(bytes)); e != 0) {
         // Reserved now: a full /dev/shm is an error here, not a SIGBUS later.
         decision = "-cannot reserve " + std::to_string(bytes >> 20) +
                    " MiB in /dev/shm: " + std::strerror(e);

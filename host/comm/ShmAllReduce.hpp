@@ -17,6 +17,9 @@
 // this host; broadcast, barrier and other worlds take gloo's TCP path. Waits
 // are bounded by the collective timeout and notice a dead peer (its process
 // is gone) within ~50 ms. No LibTorch headers.
+//
+// Tests only: RH_FAULT_INJECT=shm_full makes the segment's reservation fail
+// with ENOSPC (a full /dev/shm): the communicator falls back to TCP.
 #pragma once
 
 #include <chrono>

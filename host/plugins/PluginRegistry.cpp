@@ -1,11 +1,13 @@
 #include "plugins/PluginRegistry.hpp"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
 #include <cstring>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <type_traits>
@@ -65,6 +67,44 @@ std::string dl_reason(const std::string& what) {
   return what.substr(pos + marker.size(), end == std::string::npos || end < pos
                                               ? std::string::npos
                                               : end - pos - marker.size());
+}
+
+// A truncated library (a copy cut short, a full disk) maps segments past the
+// end of the file: the dynamic linker touches them while it loads and the
+// process dies of SIGBUS. Checked here first, from the program headers
+// (read(), never mapped): every PT_LOAD and PT_DYNAMIC must lie inside the
+// file. Anything that is not a well-formed ELF header is left to dlopen,
+// whose own message says what is wrong.
+template <class Ehdr, class Phdr>
+void check_segments_inside(std::ifstream& in, uintmax_t file_size) {
+  Ehdr eh{};
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(&eh), sizeof eh) || eh.e_phentsize != sizeof(Phdr)) return;
+  for (size_t i = 0; i < eh.e_phnum; ++i) {
+    Phdr ph{};
+    in.seekg(static_cast<std::streamoff>(eh.e_phoff + i * sizeof ph));
+    if (!in.read(reinterpret_cast<char*>(&ph), sizeof ph)) return;  // dlopen says so
+    if (ph.p_type != PT_LOAD && ph.p_type != PT_DYNAMIC) continue;
+    const uintmax_t end = uintmax_t{ph.p_offset} + ph.p_filesz;
+    if (end > file_size)
+      refuse("cannot load the shared library: it is truncated (" + std::to_string(file_size) +
+             " bytes, its " + (ph.p_type == PT_LOAD ? "loadable segment" : "dynamic section") +
+             " at offset " + std::to_string(ph.p_offset) + " ends at byte " + std::to_string(end) +
+             "): copy or rebuild it again");
+  }
+}
+
+void check_not_truncated(const fs::path& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  unsigned char ident[EI_NIDENT] = {0};
+  if (ec || !in.read(reinterpret_cast<char*>(ident), EI_NIDENT)) return;
+  if (std::memcmp(ident, ELFMAG, SELFMAG) != 0) return;
+  if (ident[EI_CLASS] == ELFCLASS64)
+    check_segments_inside<Elf64_Ehdr, Elf64_Phdr>(in, size);
+  else if (ident[EI_CLASS] == ELFCLASS32)
+    check_segments_inside<Elf32_Ehdr, Elf32_Phdr>(in, size);
 }
 
 // Copies a plugin's vtable (whose own struct_size may be smaller or larger
@@ -234,6 +274,7 @@ Plugin& PluginRegistry::load_library(const fs::path& path, const std::string& or
 
   // RTLD_NODELETE: plugins are never unloaded, even when the handle dies.
   auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  check_not_truncated(canonical);
   auto library = std::make_shared<boost::dll::shared_library>();
   try {
     library->load(canonical.string(), mode);
