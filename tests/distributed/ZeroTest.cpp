@@ -157,6 +157,30 @@ TEST_F(ZeroTest, EveryStageEqualsDdpWithClippingAndAFrozenBlock) {
   EXPECT_TRUE(clipped) << "clip_grad never acted: the test would not test clipping";
 }
 
+// 3 ranks and group sizes no multiple of 3: every chunk padded, pieces of
+// parameters split across ranks.
+TEST_F(ZeroTest, ThreeRanksWithPaddedChunksEqualDdp) {
+  auto ddp =
+      run("ddp3",
+          gpt_job("{type: ddp}", 20, "  - {type: checkpoint, by_epoch: false, interval: 20}\n"), 3);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  for (const std::string zero :
+       {"{type: zero, zero_optimization: {stage: 1, reduce_bucket_size: 3001}}",
+        "{type: zero, zero_optimization: {stage: 3, reduce_bucket_size: 2999, "
+        "stage3_param_persistence_threshold: 50}}"}) {
+    SCOPED_TRACE(zero);
+    auto z = run("zero3ranks",
+                 gpt_job(zero, 20, "  - {type: checkpoint, by_epoch: false, interval: 20}\n"), 3);
+    ASSERT_EQ(z.exit_code, 0) << z.output;
+    rh::test::expect_close(ckpt("ddp3", "iter_20", "model.safetensors"),
+                           ckpt("zero3ranks", "iter_20", "model.safetensors"), 1e-5f, is_key_bias,
+                           0.003f * 20);
+    for (int r : {0, 1, 2})
+      EXPECT_TRUE(fs::exists(
+          ckpt("zero3ranks", "iter_20", "optimizer.rank" + std::to_string(r) + ".safetensors")));
+  }
+}
+
 // Saved at 6 (mid-epoch), resumed to 12: bitwise the uninterrupted run.
 TEST_F(ZeroTest, ExactResumeForEveryStage) {
   const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 6}\n";
