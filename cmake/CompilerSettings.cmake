@@ -21,3 +21,15 @@ if(RH_USE_CCACHE)
     message(STATUS "runner-host: compiling through ccache (${RH_CCACHE})")
   endif()
 endif()
+
+# Sanitizers (RH_SANITIZE=address,undefined, or thread): our code, the SDK
+# helpers, the plugins and the tests are instrumented; LibTorch and the other
+# system libraries are not. Use a build directory of its own
+# (tools/sanitize.sh). UBSan findings stop the program
+# (-fno-sanitize-recover), so a test cannot pass over one.
+set(RH_SANITIZE "" CACHE STRING "sanitizers to build with: address,undefined | thread | empty")
+if(RH_SANITIZE)
+  add_compile_options(-fsanitize=${RH_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${RH_SANITIZE})
+  message(STATUS "runner-host: sanitizers ${RH_SANITIZE}")
+endif()
