@@ -8,8 +8,9 @@
 #   tools/sanitize.sh [test-binary ...]      (after tools/install-deps.sh)
 #
 # Default: rh_config_tests rh_zero_tests rh_launch_tests rh_plugin_host_tests
-# (about 10 minutes from scratch on 2 cores). RH_SANITIZE=thread with
-# RH_SANITIZE_BUILD_DIR=build-tsan builds a ThreadSanitizer tree the same way.
+# (about 10 minutes from scratch on 2 cores). RH_SANITIZE (any -fsanitize=
+# list, e.g. thread) and RH_SANITIZE_BUILD_DIR choose another tree; only
+# address,undefined has been run so far.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SAN="${RH_SANITIZE:-address,undefined}"
