@@ -16,8 +16,8 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
-#include <sstream>
 
+#include "common/FaultInjection.hpp"
 #include "plugins/ComponentFactory.hpp"
 #include "plugins/HostError.hpp"
 #include "plugins/PluginCall.hpp"
@@ -59,26 +59,15 @@ bool plain_name(const std::string& name) {
   return name.size() <= 200 && std::regex_match(name, kName);
 }
 
-// Test-only fault injection (RH_FAULT_INJECT, a comma-separated list).
-bool fault_injected(const std::string& item) {
-  const char* env = std::getenv("RH_FAULT_INJECT");
-  if (env == nullptr) return false;
-  std::stringstream list(env);
-  std::string entry;
-  while (std::getline(list, entry, ','))
-    if (entry == item) return true;
-  return false;
-}
-
 // A crash at this step of the publish: SIGKILL, so nothing (no destructor,
 // no catch block) gets to tidy up, as with a power cut or the OOM killer.
 void publish_step(const char* step) {
-  if (fault_injected(std::string("ckpt_publish:") + step)) std::raise(SIGKILL);
+  if (common::fault_injected(std::string("ckpt_publish:") + step)) std::raise(SIGKILL);
 }
 
 // renameat2(RENAME_EXCHANGE); -1 with errno as the kernel sets it.
 int exchange_paths(const fs::path& a, const fs::path& b) {
-  if (fault_injected("ckpt_no_exchange")) {
+  if (common::fault_injected("ckpt_no_exchange")) {
     errno = EINVAL;
     return -1;
   }

@@ -16,9 +16,10 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
+
+#include "common/FaultInjection.hpp"
 
 namespace rh::comm::detail {
 
@@ -101,22 +102,12 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-// Test-only fault injection (RH_FAULT_INJECT, a comma-separated list, as in
-// checkpoint/CheckpointStore.cpp): `shm_full` makes rank 0's reservation of
-// the segment fail with ENOSPC, as on a /dev/shm too small to hold it.
-bool fault_injected(const std::string& item) {
-  const char* env = std::getenv("RH_FAULT_INJECT");
-  if (env == nullptr) return false;
-  std::stringstream list(env);
-  std::string entry;
-  while (std::getline(list, entry, ','))
-    if (entry == item) return true;
-  return false;
-}
-
+// Test-only fault injection (common/FaultInjection.hpp): `shm_full` makes
+// rank 0's reservation of the segment fail with ENOSPC, as on a /dev/shm too
+// small to hold it.
 // posix_fallocate, or ENOSPC under RH_FAULT_INJECT=shm_full.
 int reserve(int fd, off_t bytes) {
-  if (fault_injected("shm_full")) return ENOSPC;
+  if (common::fault_injected("shm_full")) return ENOSPC;
   return ::posix_fallocate(fd, 0, bytes);
 }
 

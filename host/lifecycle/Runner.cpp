@@ -345,6 +345,7 @@ struct Runner::State {
     hooks.fire(event(RH_EVENT_BEFORE_VAL_EPOCH, RH_EVENT_BEFORE_TEST_EPOCH));
     model->train(false);
     Evaluator evaluator(model->task(), loader.dataset().num_classes());
+    const std::optional<at::ScalarType> dtype = input_dtype(*c.strategy);  // asked once
     loader.start_epoch(0);
     int64_t i = 0;
     while (std::optional<data::Batch> batch = loader.next()) {
@@ -354,8 +355,7 @@ struct Runner::State {
         torch::NoGradGuard no_grad;
         // Every rank runs the same number of forwards (a sharding strategy
         // communicates in them); the sampler's padding is not counted.
-        at::Tensor logits = float_logits(
-            model->forward(model_input(batch->input, device, input_dtype(*c.strategy))));
+        at::Tensor logits = float_logits(model->forward(model_input(batch->input, device, dtype)));
         const auto real = static_cast<int64_t>(batch->num_real);
         if (real > 0)
           evaluator.add(logits.narrow(0, 0, real), batch->target.to(device).narrow(0, 0, real));

@@ -167,7 +167,6 @@ struct Group {
   std::vector<char> filled;  // per member: its gradient is in flat_grad
   at::Tensor rs_out;         // [chunk] float32 when accumulating into grad
   int ready = 0;             // members whose gradient arrived this backward
-  bool launched = false;     // this backward's reduce-scatter issued
   InFlight reduce;           // the reduce-scatter
   // Stage 3 gathering.
   bool whole = true;                        // the parameters hold their values
@@ -368,14 +367,11 @@ class ZeroStrategy {
     reduce_now_ = sync || stage_ >= 2;
     for (Group& g : groups_) {
       g.ready = 0;
-      g.launched = false;
     }
     next_launch_ = 0;
-    in_backward_ = true;
   }
 
   void sync_gradients(bool sync) {
-    in_backward_ = false;
     if (reduce_now_) {
       while (next_launch_ < groups_.size()) launch(next_launch_++);
       for (Group& g : groups_) finish_reduce(g);
@@ -643,27 +639,22 @@ class ZeroStrategy {
     for (size_t j = 0; j < g.members.size(); ++j)
       if (!g.filled[j] && !take_grad(g, j))
         g.flat_grad.narrow(0, g.members[j].offset, g.members[j].numel).zero_();
-    at::Tensor out = g.grad;
-    if (accumulating_) {
-      g.rs_out = at::empty_like(g.grad);
-      out = g.rs_out;
-    }
     g.reduce.in = rh::export_tensor(g.flat_grad);
-    g.reduce.out = rh::export_tensor(out);
     const auto t0 = Clock::now();
     if (cfg_.zero_optimization.reduce_scatter) {
+      // Accumulating: into a temporary that finish_reduce adds to grad.
+      if (accumulating_) g.rs_out = at::empty_like(g.grad);
+      g.reduce.out = rh::export_tensor(accumulating_ ? g.rs_out : g.grad);
       rh::check(host_, host_->Comm_ReduceScatter(world_, g.reduce.in, g.reduce.out, RH_REDUCE_SUM,
                                                  &g.reduce.work));
     } else {
       // reduce_scatter: false (DeepSpeed's all-reduce path): the whole flat
-      // buffer summed, this rank's chunk taken in finish_reduce.
-      g.reduce.out->deleter(g.reduce.out);
+      // buffer summed in place, this rank's chunk taken in finish_reduce.
       g.reduce.out = rh::export_tensor(g.flat_grad);
       rh::check(host_, host_->Comm_AllReduce(world_, g.reduce.out, RH_REDUCE_SUM, &g.reduce.work));
     }
     comm_s_ += seconds_since(t0);
     comm_bytes_ += g.flat_grad.numel() * 4;
-    g.launched = true;
     // overlap_comm: one reduce-scatter in flight while the next group fills
     // (DeepSpeed's double buffering); off: each one finishes at once. Either
     // way a group's buffer goes back to the pool as soon as it is reduced.
@@ -708,7 +699,6 @@ class ZeroStrategy {
         g.grad.add_(mine);
       else
         g.grad.copy_(mine);
-      g.rs_out = at::Tensor();
     } else if (g.rs_out.defined()) {
       g.grad.add_(g.rs_out);
       g.rs_out = at::Tensor();
@@ -981,7 +971,6 @@ class ZeroStrategy {
   std::vector<std::vector<size_t>> unit_groups_;  // stage 3: unit -> its groups
   bool reduce_now_ = false;                       // this backward reduce-scatters
   bool accumulating_ = false;                     // grad holds earlier micro-batches of this window
-  bool in_backward_ = false;
   size_t next_launch_ = 0;
   int64_t steps_ = 0;  // optimizer steps taken or skipped
   std::set<int64_t> injections_;
