@@ -126,6 +126,10 @@ CheckpointMeta read_meta(const fs::path& dir) {
     m.format_version = meta["format_version"].as<int>();
     m.iter = meta["iter"].as<int64_t>();
     for (const auto& f : meta["files"]) m.files.push_back(f.as<std::string>());
+    if (meta["model_state"] && meta["model_state"].as<std::string>() == "sharded")
+      for (const auto& t : meta["tensors"])
+        if (t.second["sharded"] && t.second["sharded"].as<bool>())
+          m.sharded_tensors.push_back(t.first.as<std::string>());
     for (const std::string& stem : m.files) {
       if (!plain_name(stem))
         throw host::HostError(RH_ERROR_DATA_LOSS,

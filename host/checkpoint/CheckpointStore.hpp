@@ -108,6 +108,9 @@ struct CheckpointMeta {
   int format_version = 0;
   int64_t iter = 0;
   std::vector<std::string> files;
+  // "model_state": "sharded": the tensors saved only as per-rank shards
+  // (marked "sharded": true in "tensors"); empty otherwise.
+  std::vector<std::string> sharded_tensors;
 };
 // Also refuses (DATA_LOSS, naming the checkpoint) a "files" stem that is not
 // a plain file name: a third-party checkpoint-IO plugin may not check.

@@ -27,6 +27,11 @@ void check_traits(const host::StrategyInstance& strategy) {
                               "without OptimizerParams and UnitParams (ABI 1.3): the host "
                               "saves the shards OptimizerParams gives and gathers the model "
                               "for rank 0 through UnitParams");
+  if (t.sharded_model_state != 0 && t.sharded_checkpoint == 0)
+    throw host::HostError(RH_ERROR_UNIMPLEMENTED,
+                          strategy.what() +
+                              " declares sharded_model_state without sharded_checkpoint: the "
+                              "parameters' shards are saved in the per-rank optimizer files");
   if (t.input_dtype.code != 0 || t.input_dtype.bits != 0) {
     const bool floating = (t.input_dtype.code == kDLFloat || t.input_dtype.code == kDLBfloat) &&
                           t.input_dtype.lanes == 1;

@@ -135,29 +135,46 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   rh_StateDict model_dict, optim_dict, state_dict;
   std::string tensors_json;
   const bool writer = rank == 0;  // only the writer builds CPU copies
+  const bool sharded = strategy_.traits().sharded_checkpoint != 0;
+  // sharded_model_state: the parameters any rank holds a shard of are saved
+  // only as those shards (below); the union over the ranks, on every rank.
+  std::set<std::string> shard_only;
+  if (sharded && strategy_.traits().sharded_model_state != 0) {
+    std::string mine;
+    for (const auto& p : optim.params()) mine += p.name + "\n";
+    for (const std::string& list : world_.gather_strings(mine)) {
+      std::istringstream in(list);
+      for (std::string n; std::getline(in, n);) shard_only.insert(n);
+    }
+  }
   auto add_model = [&](const std::vector<model::NamedTensor>& list) {
     for (const auto& t : list) {
-      checkpoint::put_tensor(model_dict, t.name, t.tensor);
+      const bool shard = shard_only.count(t.name) != 0;
+      if (!shard) checkpoint::put_tensor(model_dict, t.name, t.tensor);
       std::ostringstream shape;
       shape << t.tensor.sizes();
       tensors_json += (tensors_json.empty() ? "" : ", ") + std::string("\"") + json_escape(t.name) +
                       "\": {\"shape\": \"" + shape.str() + "\", \"dtype\": \"" +
-                      std::string(c10::toString(t.tensor.scalar_type())) + "\"}";
+                      std::string(c10::toString(t.tensor.scalar_type())) + "\"" +
+                      (shard ? ", \"sharded\": true" : "") + "}";
     }
   };
-  // A sharded model comes to rank 0 one unit at a time.
-  if (through_strategy())
+  if (!shard_only.empty()) {
+    // Nothing gathered: rank 0 writes what is whole on every rank.
+    if (writer) add_model(model.named_parameters());
+  } else if (through_strategy()) {
+    // A sharded model comes to rank 0 one unit at a time.
     each_unit(model, RH_UNIT_PARAMS_GATHER, RH_UNIT_PARAMS_RELEASE,
               [&](std::vector<model::NamedTensor>& params) {
                 if (writer) add_model(params);
               });
-  else if (writer)
+  } else if (writer) {
     add_model(model.named_parameters());
+  }
   if (writer) add_model(model.named_buffers());
   // Sharded: every rank writes its optimizer state and the values of its
   // optimizer tensors (the fp32 master shards) to optimizer.rank<r>; meta.json
   // records where each shard lies in its parameter.
-  const bool sharded = strategy_.traits().sharded_checkpoint != 0;
   std::string shards_json;
   if (sharded) {
     for (const auto& t : optim.state_tensors())
@@ -214,6 +231,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
       json_escape(strategy_.type()) + "\",\n  \"checkpoint_io\": \"" +
       json_escape(checkpoint_io_type_) + "\",\n  \"files\": [" + files_json +
       "],\n  \"tensors\": {" + tensors_json + "}" +
+      (shard_only.empty() ? std::string() : ",\n  \"model_state\": \"sharded\"") +
       (sharded ? ",\n  \"optimizer_shards\": [" + shards_json + "\n  ]" : std::string()) +
       ",\n  \"config\": \"" + json_escape(opt_.config_yaml) + "\"\n}\n";
   // Rank 0 writes (every rank holds the same state under ddp); all ranks
@@ -360,11 +378,23 @@ std::optional<fs::path> RunCheckpoints::choose_resume() {
 
 // ---- Load ------------------------------------------------------------------------
 
-void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::path>& resume_dir) {
+void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::path>& resume_dir,
+                                  bool resuming_training) {
   if (resume_dir) {
+    const std::vector<std::string> sharded = checkpoint::read_meta(*resume_dir).sharded_tensors;
+    if (!sharded.empty() && (!resuming_training || strategy_.traits().sharded_model_state == 0))
+      throw host::HostError(
+          RH_ERROR_FAILED_PRECONDITION,
+          "cannot " + std::string(resuming_training ? "resume" : "evaluate") + " from " +
+              resume_dir->string() +
+              ": its trainable parameters were saved only as per-rank shards (fsdp "
+              "state_dict_type: sharded), which " +
+              (resuming_training ? strategy_.what() + " does not read back"
+                                 : std::string("only a training resume reads back")) +
+              "; resume it with the same fsdp settings, or save with state_dict_type: full");
     rh_StateDict dict;
     store_.load(*resume_dir, "model", dict);
-    checkpoint::LoadReport report = load_model(dict, model);
+    checkpoint::LoadReport report = load_model(dict, model, sharded);
     if (!report.ok())
       throw host::HostError(
           RH_ERROR_FAILED_PRECONDITION,
@@ -392,6 +422,12 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
     dir = path.parent_path();
     stem = path.stem();
   }
+  if (fs::is_directory(path) && !checkpoint::read_meta(path).sharded_tensors.empty())
+    throw config::ConfigError(path_node->location(), path_node->path(),
+                              path.string() +
+                                  " holds its trainable parameters only as per-rank shards (fsdp "
+                                  "state_dict_type: sharded); load_from needs whole weights: "
+                                  "resume from it instead, or save with state_dict_type: full");
   rh_StateDict dict;
   store_.load(dir, stem.string(), dict);
   checkpoint::LoadReport report = load_model(dict, model);
@@ -407,10 +443,25 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
 
 // Into the model as built (before Wrap), or through the strategy one unit at
 // a time (load_phase after_wrap: it takes the whole values into its shards).
-checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, model::Model& model) {
+checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, model::Model& model,
+                                                  const std::vector<std::string>& sharded) {
   std::vector<model::NamedTensor> targets = model.named_parameters();
   std::vector<model::NamedTensor> buffers = model.named_buffers();
   targets.insert(targets.end(), buffers.begin(), buffers.end());
+  if (!sharded.empty()) {
+    // The shards come with the optimizer's state (resume()); the strategy
+    // rebuilds its parameters from them (StateImport). Only the whole
+    // tensors are read here, into the model as it is.
+    const std::set<std::string> skip(sharded.begin(), sharded.end());
+    std::vector<model::NamedTensor> whole;
+    for (const auto& t : targets)
+      if (skip.count(t.name) == 0) whole.push_back(t);
+    checkpoint::LoadReport report = checkpoint::load_into(dict, "", whole);
+    for (const auto& t : targets)
+      if (skip.count(t.name) != 0 && dict.entries.count(t.name) != 0)
+        report.unexpected.push_back(t.name);
+    return report;
+  }
   if (strategy_.traits().load_phase != RH_LOAD_AFTER_WRAP)
     return checkpoint::load_into(dict, "", targets);
   checkpoint::LoadReport report;

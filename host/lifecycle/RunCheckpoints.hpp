@@ -55,7 +55,10 @@ class RunCheckpoints {
   // one, or every rank throws, naming the ranks that cannot.
   std::optional<std::filesystem::path> find_resume();
   // Model weights from the resume checkpoint (strict), else from load_from.
-  void load_weights(model::Model& model, const std::optional<std::filesystem::path>& resume_dir);
+  // `resuming_training`: the optimizer's state follows (resume()); a
+  // checkpoint whose parameters are saved only as shards needs it.
+  void load_weights(model::Model& model, const std::optional<std::filesystem::path>& resume_dir,
+                    bool resuming_training);
   // Saves checkpoint `name` (every rank calls it; rank 0 writes and every
   // rank learns whether that worked). Throws HostError when it did not.
   void save(const std::string& name, const RunProgress& progress, model::Model& model,
@@ -76,7 +79,8 @@ class RunCheckpoints {
   bool through_strategy() const;                         // the strategy has UnitParams
   void each_unit(model::Model& model, rh_UnitParamsOp first, rh_UnitParamsOp then,
                  const std::function<void(std::vector<model::NamedTensor>&)>& fn);
-  checkpoint::LoadReport load_model(const rh_StateDict& dict, model::Model& model);
+  checkpoint::LoadReport load_model(const rh_StateDict& dict, model::Model& model,
+                                    const std::vector<std::string>& sharded = {});
 
   const config::Node& job_;
   const RunnerOptions& opt_;

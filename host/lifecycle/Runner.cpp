@@ -173,9 +173,11 @@ struct Runner::State {
     // 4-6. Weights (load_from / resume), before or after the strategy wraps.
     std::optional<fs::path> resume_dir = checkpoints->find_resume();
     const rh_StrategyTraits traits = c.strategy->traits();
-    if (traits.load_phase == RH_LOAD_BEFORE_WRAP) checkpoints->load_weights(*model, resume_dir);
+    if (traits.load_phase == RH_LOAD_BEFORE_WRAP)
+      checkpoints->load_weights(*model, resume_dir, true);
     wrap_model();
-    if (traits.load_phase == RH_LOAD_AFTER_WRAP) checkpoints->load_weights(*model, resume_dir);
+    if (traits.load_phase == RH_LOAD_AFTER_WRAP)
+      checkpoints->load_weights(*model, resume_dir, true);
     // 7. Optimizer over the strategy's parameters.
     build_optimizer();
     // 8. auto_scale_lr: always before the schedulers take their base lrs.
@@ -226,9 +228,11 @@ struct Runner::State {
           "--mode {}: no load_from and no checkpoint to resume; evaluating the initial weights",
           split);
     const rh_StrategyTraits traits = c.strategy->traits();
-    if (traits.load_phase == RH_LOAD_BEFORE_WRAP) checkpoints->load_weights(*model, resume_dir);
+    if (traits.load_phase == RH_LOAD_BEFORE_WRAP)
+      checkpoints->load_weights(*model, resume_dir, false);
     wrap_model();
-    if (traits.load_phase == RH_LOAD_AFTER_WRAP) checkpoints->load_weights(*model, resume_dir);
+    if (traits.load_phase == RH_LOAD_AFTER_WRAP)
+      checkpoints->load_weights(*model, resume_dir, false);
     set_state(mode == RunMode::Val ? RH_MODE_VAL : RH_MODE_TEST, 0, 0, 0);
     hooks.fire(RH_EVENT_BEFORE_RUN);
     eval_loop(mode, *loader);

@@ -98,8 +98,8 @@ const rh_StrategyVtable& StrategyInstance::vtable() const {
 }
 
 rh_StrategyTraits StrategyInstance::traits() const {
-  rh_StrategyTraits t{RH_STRATEGY_TRAITS_STRUCT_SIZE, RH_LOAD_BEFORE_WRAP, 0, 0,
-                      DLDataType{0, 0, 0}};
+  rh_StrategyTraits t{
+      RH_STRATEGY_TRAITS_STRUCT_SIZE, RH_LOAD_BEFORE_WRAP, 0, 0, DLDataType{0, 0, 0}, 0, 0};
   if (vtable().GetTraits != nullptr) vtable().GetTraits(handle_, &t);
   return t;
 }

@@ -37,6 +37,8 @@
  *        rh_OptimParam: full_shape, full_ndim, full_offset (shards);
  *        rh_StrategyVtable: LossScale, ShouldStep, ReduceGradNorm,
  *        UnitParams.
+ *   1.4  rh_StrategyTraits: sharded_model_state (trainable parameters saved
+ *        and resumed as each rank's shards: FSDP's sharded state dict).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -49,7 +51,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 3
+#define RH_ABI_VERSION_MINOR 4
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

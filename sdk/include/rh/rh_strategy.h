@@ -148,8 +148,19 @@ typedef struct rh_StrategyTraits {
    * (DeepSpeed's inputs_to_half); {0, 0, 0} (default): left as loaded. The
    * host always computes the loss in float32. */
   DLDataType input_dtype;
+  /* 1.4. 1: the trainable parameters are saved only as the shards
+   * OptimizerParams gives (their values, `<name>.param`, in each rank's
+   * optimizer.rank<r>; FSDP's sharded state dict): rank 0's model file holds
+   * the rest (frozen parameters, buffers) and meta.json marks them
+   * "sharded". On resume the host restores those values into the optimizer's
+   * tensors before StateImport, where the strategy rebuilds its parameters
+   * from them. Needs sharded_checkpoint (default 0: the full model is
+   * gathered for rank 0). */
+  int32_t sharded_model_state;
+  int32_t reserved_1_4; /* 1.4. Keeps the struct free of tail padding; the host sets 0 and never
+                           reads it. */
 } rh_StrategyTraits;
-#define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, input_dtype)
+#define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, reserved_1_4)
 
 /* SetupEnv: rendezvous is done; choose the device, seed the generators. */
 typedef struct rh_SetupEnvArgs {
