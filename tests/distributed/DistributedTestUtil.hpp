@@ -103,4 +103,36 @@ inline std::vector<std::map<std::string, double>> metric_lines(const std::filesy
   return out;
 }
 
+// Writes `<name>.yaml` into `dir` (work_dir `dir/<name>` prepended) and runs
+// it through the runner-host binary: on `ranks` processes of the built-in
+// launcher when > 1, with `env` (VAR=value ...) set.
+inline CommandResult run_job(const TempDir& dir, const std::string& name, const std::string& yaml,
+                             int ranks, const std::string& env = "") {
+  dir.write(name + ".yaml", "work_dir: " + (dir / name).string() + "\n" + yaml);
+  const std::string launch = ranks > 1 ? " --nproc-per-node " + std::to_string(ranks) +
+                                             " --master-port " + std::to_string(free_port())
+                                       : "";
+  return run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " + env + " " +
+                     quote(RH_RUNNER_HOST) + " --config " + name + ".yaml" + launch);
+}
+
+// The attention's key bias (elements [D, 2D) of attn.qkv.bias) gets a
+// gradient that is zero in exact arithmetic (softmax does not change when
+// every logit of a query moves by q·b), so what it receives is rounding
+// noise, and AdamW's normalisation turns that noise into steps of size lr:
+// two runs that sum in another order (ddp on 2 ranks against 1 rank, too)
+// move it differently. Equivalence tests hold it to lr x iterations (AdamW's
+// largest possible move) instead of 1e-5.
+inline bool is_key_bias(const std::string& name, size_t i, size_t size) {
+  const std::string suffix = "attn.qkv.bias";
+  if (name.size() < suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix))
+    return false;
+  return i >= size / 3 && i < 2 * size / 3;
+}
+
+inline void expect_equal_bytes(const std::filesystem::path& a, const std::filesystem::path& b) {
+  EXPECT_TRUE(read_file(a) == read_file(b)) << a << " and " << b << " differ";
+}
+
 }  // namespace rh::test

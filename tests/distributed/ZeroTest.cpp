@@ -23,7 +23,8 @@
 #include "distributed/DistributedTestUtil.hpp"
 
 namespace fs = std::filesystem;
-using rh::test::quote;
+using rh::test::expect_equal_bytes;
+using rh::test::is_key_bias;
 using rh::test::read_safetensors;
 using ::testing::HasSubstr;
 
@@ -57,25 +58,6 @@ std::string stage(int s, const std::string& more = "") {
          more + "}}";
 }
 
-// The attention's key bias (elements [D, 2D) of attn.qkv.bias) gets a
-// gradient that is zero in exact arithmetic (softmax does not change when
-// every logit of a query moves by q·b), so what it receives is rounding
-// noise, and AdamW's normalisation turns that noise into steps of size lr:
-// two runs that sum in another order (ddp on 2 ranks against 1 rank, too)
-// move it differently. It is held to lr × iterations (AdamW's largest
-// possible move) instead of 1e-5.
-bool is_key_bias(const std::string& name, size_t i, size_t size) {
-  const std::string suffix = "attn.qkv.bias";
-  if (name.size() < suffix.size() ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix))
-    return false;
-  return i >= size / 3 && i < 2 * size / 3;
-}
-
-void expect_equal_bytes(const fs::path& a, const fs::path& b) {
-  EXPECT_TRUE(rh::test::read_file(a) == rh::test::read_file(b)) << a << " and " << b << " differ";
-}
-
 std::vector<std::map<std::string, double>> train_lines(const fs::path& file) {
   return rh::test::metric_lines(file, "train");
 }
@@ -86,14 +68,7 @@ class ZeroTest : public ::testing::Test {
 
   rh::test::CommandResult run(const std::string& name, const std::string& yaml, int ranks,
                               const std::string& env = "") {
-    dir.write(name + ".yaml", "work_dir: " + (dir / name).string() + "\n" + yaml);
-    const std::string launch = ranks > 1
-                                   ? " --nproc-per-node " + std::to_string(ranks) +
-                                         " --master-port " + std::to_string(rh::test::free_port())
-                                   : "";
-    return rh::test::run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " +
-                                 env + " " + quote(RH_RUNNER_HOST) + " --config " + name + ".yaml" +
-                                 launch);
+    return rh::test::run_job(dir, name, yaml, ranks, env);
   }
   fs::path ckpt(const std::string& run, const std::string& name, const std::string& file) {
     return dir / run / name / file;

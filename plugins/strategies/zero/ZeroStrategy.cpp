@@ -94,6 +94,7 @@
 #include <string>
 #include <vector>
 
+#include "CommBuffers.hpp"
 #include "ZeroConfig.hpp"
 #include "rh/cpp/plugin.hpp"
 #include "rh/cpp/torch.hpp"
@@ -107,43 +108,8 @@ constexpr const char* kScaler =
     "loss_scaler";                         // scale, cur_iter, last_overflow_iter, cur_hysteresis
 constexpr const char* kLayout = "layout";  // stage, world size, then each group's numel
 
-// A collective in flight: its handle and the DLPack views it borrows (freed
-// once it has finished).
-struct InFlight {
-  rh_CommWork* work = nullptr;
-  DLManagedTensor* in = nullptr;
-  DLManagedTensor* out = nullptr;
-};
-
-// Flat buffers of one size (the largest group's), reused from step to step:
-// a fresh 100 MB buffer per group and step would cost its page faults and
-// zeroing every time. take() hands out a free one (or makes one), give()
-// takes it back.
-class BufferPool {
- public:
-  void configure(int64_t elements, at::TensorOptions options) {
-    elements_ = elements;
-    options_ = options;
-  }
-  at::Tensor take() {
-    if (free_.empty()) {
-      free_.push_back(at::empty({elements_}, options_));
-      held_bytes_ += free_.back().numel() * static_cast<int64_t>(free_.back().element_size());
-      peak_bytes_ = std::max(peak_bytes_, held_bytes_);
-    }
-    at::Tensor t = std::move(free_.back());
-    free_.pop_back();
-    return t;
-  }
-  void give(at::Tensor t) { free_.push_back(std::move(t)); }
-  int64_t held_bytes() const { return held_bytes_; }
-
- private:
-  int64_t elements_ = 0;
-  at::TensorOptions options_;
-  std::vector<at::Tensor> free_;
-  int64_t held_bytes_ = 0, peak_bytes_ = 0;
-};
+using rh::sharding::BufferPool;
+using rh::sharding::InFlight;
 
 // One parameter's place in its group's flat vector.
 struct Member {
@@ -198,11 +164,7 @@ class ZeroStrategy {
 
   ~ZeroStrategy() {
     for (Group& g : groups_)
-      for (InFlight* f : {&g.reduce, &g.gather}) {
-        if (f->work) host_->CommWork_Destroy(f->work);
-        for (DLManagedTensor* d : {f->in, f->out})
-          if (d) d->deleter(d);
-      }
+      for (InFlight* f : {&g.reduce, &g.gather}) f->destroy(host_);
   }
 
   void traits(rh_StrategyTraits& t) const {
@@ -677,17 +639,7 @@ class ZeroStrategy {
     return true;
   }
 
-  // Waits for `f`, frees what it borrowed, throws its error.
-  void wait(InFlight& f) {
-    const auto t0 = Clock::now();
-    rh_Error* err = host_->CommWork_Wait(f.work);
-    comm_s_ += seconds_since(t0);
-    host_->CommWork_Destroy(f.work);
-    f.in->deleter(f.in);
-    f.out->deleter(f.out);
-    f = InFlight{};
-    rh::check(host_, err);
-  }
+  void wait(InFlight& f) { f.wait(host_, comm_s_); }
 
   void finish_reduce(Group& g) {
     if (g.reduce.work == nullptr) return;
