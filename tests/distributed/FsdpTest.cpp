@@ -1,0 +1,366 @@
+// The fsdp strategy end to end, through the runner-host binary:
+// - every sharding strategy equals ddp on the same ranks (fp32, gpt, AdamW,
+//   an active clip_grad, a frozen block, a unit mixing frozen and trainable
+//   parameters, an ignored module): parameters within 1e-5 relative after
+//   50 steps (hybrid_shard and reshard_after_forward 2 on 4 ranks); frozen
+//   and ignored parameters bit-identical to their initial weights and in no
+//   optimizer shard;
+// - exact resume, bitwise, mid-epoch, with full and with sharded state
+//   dicts, and with accumulative_counts 2;
+// - what is gathered at once (1 + prefetch units; one unit while saving a
+//   full state dict), bf16 near fp32, and bad configurations naming their
+//   key.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "common/TestUtil.hpp"
+#include "distributed/DistributedTestUtil.hpp"
+
+namespace fs = std::filesystem;
+using rh::test::expect_equal_bytes;
+using rh::test::is_key_bias;
+using rh::test::read_safetensors;
+using ::testing::HasSubstr;
+
+namespace {
+
+// A small gpt on a text file; dropout on so that resume must restore every
+// rank's generator. `frozen` is model.frozen.
+std::string gpt_job(const std::string& strategy, int iters, const std::string& hooks,
+                    const std::string& extra = "",
+                    const std::string& frozen = "[blocks.0, blocks.1.norm1]") {
+  return "seed: 5\n"
+         "model: {type: gpt, vocab_size: 96, block_size: 16, dim: 32, depth: 3, heads: 2, "
+         "dropout: 0.1, frozen: " +
+         frozen +
+         "}\n"
+         "data:\n"
+         "  train: {dataset: {type: char_lm, path: " +
+         std::string(RH_TEST_TEXT) +
+         ", block_size: 16, split: train},\n"
+         "          batch_size: 4, shuffle: true, num_workers: 0}\n"
+         "optim_wrapper:\n"
+         "  optimizer: {type: AdamW, lr: 0.003, weight_decay: 0.1}\n"
+         "  clip_grad: {max_norm: 0.5}\n" +
+         extra + "train_cfg: {by_epoch: false, max_iters: " + std::to_string(iters) +
+         "}\nstrategy: " + strategy +
+         (hooks.empty() ? std::string("\nhooks: []\n") : "\nhooks:\n" + hooks) +
+         "dist: {timeout_s: 30}\n";
+}
+
+// ddp's reference freezes what fsdp ignores: neither trains it.
+const std::string kDdpFrozen = "[blocks.0, blocks.1.norm1, blocks.2.mlp]";
+
+std::string fsdp(const std::string& sharding, const std::string& more = "") {
+  return "{type: fsdp, sharding_strategy: " + sharding + ", ignored_modules: [blocks.2.mlp]" +
+         more + "}";
+}
+
+bool untrained(const std::string& name) {
+  return name.rfind("blocks.0.", 0) == 0 || name.rfind("blocks.1.norm1.", 0) == 0 ||
+         name.rfind("blocks.2.mlp.", 0) == 0;
+}
+
+std::vector<std::map<std::string, double>> train_lines(const fs::path& file) {
+  return rh::test::metric_lines(file, "train");
+}
+
+class FsdpTest : public ::testing::Test {
+ protected:
+  rh::test::TempDir dir;
+
+  rh::test::CommandResult run(const std::string& name, const std::string& yaml, int ranks,
+                              const std::string& env = "") {
+    return rh::test::run_job(dir, name, yaml, ranks, env);
+  }
+  fs::path ckpt(const std::string& run, const std::string& name, const std::string& file) {
+    return dir / run / name / file;
+  }
+
+  // The weights before any step: one step at lr 0 changes nothing.
+  void save_initial(int ranks) {
+    std::string at_lr0 = gpt_job(
+        "{type: ddp}", 1, "  - {type: checkpoint, by_epoch: false, interval: 1}\n", "", kDdpFrozen);
+    at_lr0.replace(at_lr0.find("lr: 0.003"), 9, "lr: 0.0");
+    auto initial = run("initial", at_lr0, ranks);
+    ASSERT_EQ(initial.exit_code, 0) << initial.output;
+  }
+
+  // `name`'s weights after `iters` equal ddp's; what it did not train is
+  // bit-identical to the initial weights and in no optimizer shard.
+  void expect_like_ddp(const std::string& name, const std::string& ddp, int iters, int ranks) {
+    const std::string at = "iter_" + std::to_string(iters);
+    rh::test::expect_close(ckpt(ddp, at, "model.safetensors"), ckpt(name, at, "model.safetensors"),
+                           1e-5f, is_key_bias, 0.003f * static_cast<float>(iters));
+    const auto init = read_safetensors(ckpt("initial", "iter_1", "model.safetensors"));
+    const auto w = read_safetensors(ckpt(name, at, "model.safetensors"));
+    int untouched = 0;
+    for (const auto& [tensor, v] : init) {
+      if (!untrained(tensor)) continue;
+      ++untouched;
+      EXPECT_TRUE(v == w.at(tensor)) << name << ": " << tensor << " changed";
+    }
+    EXPECT_EQ(untouched, 12 + 2 + 4) << "blocks.0, blocks.1.norm1, blocks.2.mlp";
+    for (int r = 0; r < ranks; ++r) {
+      const fs::path shard = ckpt(name, at, "optimizer.rank" + std::to_string(r) + ".safetensors");
+      ASSERT_TRUE(fs::exists(shard)) << shard;
+      uint64_t n = 0;
+      for (const auto& kv : rh::test::safetensors_header(rh::test::read_file(shard), n)) {
+        const std::string key = kv.first.as<std::string>();
+        EXPECT_FALSE(untrained(key)) << name << " rank " << r << " optimises " << key;
+      }
+    }
+  }
+};
+
+std::string save_at(int iters) {
+  return "  - {type: checkpoint, by_epoch: false, interval: " + std::to_string(iters) + "}\n";
+}
+
+TEST_F(FsdpTest, EveryShardingStrategyEqualsDdpOnTwoRanks) {
+  save_initial(2);
+  auto ddp = run(
+      "ddp", gpt_job("{type: ddp}", 50, save_at(50) + "  - {type: metrics}\n", "", kDdpFrozen), 2);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  bool clipped = false;
+  for (const auto& line : train_lines(dir / "ddp" / "metrics.jsonl"))
+    if (line.count("grad_norm") && line.at("grad_norm") > 0.5) clipped = true;
+  EXPECT_TRUE(clipped) << "clip_grad never acted: the test would not test clipping";
+  struct Run {
+    std::string name, strategy, says;
+  };
+  for (const Run& run_case : {
+           Run{"full_shard", fsdp("full_shard"), "full_shard, 4 unit(s)"},
+           Run{"shard_grad_op", fsdp("shard_grad_op"), "reshard_after_forward 1"},
+           Run{"no_shard", fsdp("no_shard"), "sharded over 1 of 2 rank(s)"},
+           // Merged units and deeper prefetch: the same numbers.
+           Run{"wrapped",
+               fsdp("full_shard",
+                    ", auto_wrap: {min_params: 5000}, forward_prefetch: 2, backward_prefetch: 2"),
+               "full_shard, 2 unit(s)"},
+       }) {
+    SCOPED_TRACE(run_case.name);
+    auto r = run(run_case.name, gpt_job(run_case.strategy, 50, save_at(50)), 2);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(run_case.says));
+    expect_like_ddp(run_case.name, "ddp", 50, 2);
+  }
+}
+
+// hybrid_shard on 4 ranks = 2 "nodes" of 2 (local_world_size 2): sharded
+// within a pair, replicated across; and full_shard keeping pieces of 2
+// ranks after forward (reshard_after_forward 2).
+TEST_F(FsdpTest, HybridShardAndReshardToTwoRanksEqualDdpOnFourRanks) {
+  save_initial(4);
+  auto ddp = run("ddp4", gpt_job("{type: ddp}", 20, save_at(20), "", kDdpFrozen), 4);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  for (const auto& [name, strategy] : std::vector<std::pair<std::string, std::string>>{
+           {"hybrid", fsdp("hybrid_shard", ", local_world_size: 2")},
+           {"reshard2", fsdp("full_shard", ", reshard_after_forward: 2")}}) {
+    SCOPED_TRACE(name);
+    auto r = run(name, gpt_job(strategy, 20, save_at(20)), 4);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    expect_like_ddp(name, "ddp4", 20, 4);
+  }
+  EXPECT_THAT(rh::test::read_file(dir / "hybrid.yaml"), HasSubstr("hybrid_shard"));
+}
+
+// Gradient accumulation: no reduction until the window's last micro-batch,
+// and the same parameters as ddp accumulating likewise.
+TEST_F(FsdpTest, AccumulationEqualsDdpAccumulating) {
+  save_initial(2);
+  const std::string accumulate = "  accumulative_counts: 2\n";
+  auto ddp = run("ddp_acc", gpt_job("{type: ddp}", 20, save_at(20), accumulate, kDdpFrozen), 2);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  auto r =
+      run("fsdp_acc",
+          gpt_job(fsdp("full_shard"), 20, save_at(20) + "  - {type: metrics}\n", accumulate), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_like_ddp("fsdp_acc", "ddp_acc", 20, 2);
+  // The full gradients were kept over the window: counted in grad_bytes.
+  auto plain = run("fsdp_plain", gpt_job(fsdp("full_shard"), 4, "  - {type: metrics}\n"), 2);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto acc = train_lines(dir / "fsdp_acc" / "metrics.jsonl");
+  const auto one = train_lines(dir / "fsdp_plain" / "metrics.jsonl");
+  ASSERT_FALSE(acc.empty());
+  ASSERT_FALSE(one.empty());
+  EXPECT_GT(acc.back().at("fsdp/grad_bytes"), one.back().at("fsdp/grad_bytes"));
+}
+
+// Saved at 6 (mid-epoch), resumed to 12: bitwise the uninterrupted run, with
+// either state dict, and with accumulative_counts 2.
+TEST_F(FsdpTest, ExactResumeWithFullAndShardedStateDicts) {
+  struct Case {
+    std::string name, strategy, extra;
+  };
+  for (const Case& c :
+       {Case{"full", fsdp("full_shard"), ""},
+        Case{"sharded", fsdp("full_shard", ", state_dict_type: sharded"), ""},
+        Case{"accumulating", fsdp("shard_grad_op"), "  accumulative_counts: 2\n"}}) {
+    SCOPED_TRACE(c.name);
+    const std::string a = "straight_" + c.name, b = "resumed_" + c.name;
+    auto straight = run(a, gpt_job(c.strategy, 12, save_at(6), c.extra), 2);
+    ASSERT_EQ(straight.exit_code, 0) << straight.output;
+    auto resumed = run(b,
+                       gpt_job(c.strategy, 12, save_at(6),
+                               c.extra + "resume: " + (dir / a / "iter_6").string() + "\n"),
+                       2);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_THAT(resumed.output, HasSubstr("resumed from"));
+    for (const std::string file :
+         {"model.safetensors", "optimizer.rank0.safetensors", "optimizer.rank1.safetensors"})
+      expect_equal_bytes(ckpt(a, "iter_12", file), ckpt(b, "iter_12", file));
+    const std::string meta = rh::test::read_file(ckpt(a, "iter_6", "meta.json"));
+    if (c.name == "sharded") {
+      // The trainable parameters only as shards: not in rank 0's model file.
+      EXPECT_THAT(meta, HasSubstr("\"model_state\": \"sharded\""));
+      const auto model = read_safetensors(ckpt(a, "iter_6", "model.safetensors"));
+      EXPECT_EQ(model.count("blocks.1.attn.qkv.weight"), 0u);
+      EXPECT_EQ(model.count("blocks.0.attn.qkv.weight"), 1u);  // frozen: whole
+    } else {
+      EXPECT_THAT(meta, ::testing::Not(HasSubstr("model_state")));
+    }
+  }
+}
+
+// A sharded checkpoint cannot be read as whole weights: load_from and
+// another strategy's resume say why.
+TEST_F(FsdpTest, AShardedCheckpointIsRefusedWhereWholeWeightsAreNeeded) {
+  auto saved =
+      run("saved", gpt_job(fsdp("full_shard", ", state_dict_type: sharded"), 2, save_at(2)), 2);
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  const fs::path at = dir / "saved" / "iter_2";
+  auto load =
+      run("load", gpt_job(fsdp("full_shard"), 1, "", "load_from: " + at.string() + "\n"), 2);
+  EXPECT_NE(load.exit_code, 0);
+  EXPECT_THAT(load.output, HasSubstr("load_from"));
+  EXPECT_THAT(load.output, HasSubstr("per-rank shards"));
+  auto full = run("full", gpt_job(fsdp("full_shard"), 4, "", "resume: " + at.string() + "\n"), 2);
+  EXPECT_NE(full.exit_code, 0);
+  EXPECT_THAT(full.output, HasSubstr("cannot resume from"));
+  EXPECT_THAT(full.output, HasSubstr("state_dict_type"));
+}
+
+int metric_max(const std::vector<std::map<std::string, double>>& lines, const std::string& key) {
+  double m = 0;
+  for (const auto& l : lines)
+    if (l.count(key)) m = std::max(m, l.at(key));
+  return static_cast<int>(m);
+}
+
+// full_shard holds at most 1 + prefetch units whole at once; shard_grad_op
+// keeps every unit from forward to backward; a full state-dict save holds
+// at most one unit on every rank.
+TEST_F(FsdpTest, GathersAtMostOnePlusPrefetchUnits) {
+  // 3 trainable units (embedding, blocks 1 and 2; block 0 is frozen) and
+  // the head.
+  for (int prefetch : {0, 1, 2}) {
+    SCOPED_TRACE("prefetch " + std::to_string(prefetch));
+    const std::string name = "prefetch" + std::to_string(prefetch);
+    const std::string p = std::to_string(prefetch);
+    auto r =
+        run(name,
+            gpt_job(fsdp("full_shard", ", forward_prefetch: " + p + ", backward_prefetch: " + p), 3,
+                    "  - {type: metrics}\n"),
+            2);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const int peak =
+        metric_max(train_lines(dir / name / "metrics.jsonl"), "fsdp/peak_gathered_units");
+    // Exactly: the prefetches happen, and never beyond the cap.
+    EXPECT_EQ(peak, 1 + prefetch);
+  }
+  auto sgo = run("sgo", gpt_job(fsdp("shard_grad_op"), 3, "  - {type: metrics}\n"), 2);
+  ASSERT_EQ(sgo.exit_code, 0) << sgo.output;
+  EXPECT_EQ(metric_max(train_lines(dir / "sgo" / "metrics.jsonl"), "fsdp/peak_gathered_units"), 4);
+  // The save: every rank's most gathered at once beside the largest unit.
+  auto save = run("save", gpt_job(fsdp("full_shard"), 2, save_at(1)), 2);
+  ASSERT_EQ(save.exit_code, 0) << save.output;
+  const std::regex line(
+      R"(saving held at most (\d+) bytes of gathered parameters at once on rank 0 and (\d+) on )"
+      R"(any other rank \(largest unit (\d+) bytes\))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(save.output, m, line)) << save.output;
+  const int64_t rank0 = std::stoll(m[1]), others = std::stoll(m[2]), unit = std::stoll(m[3]);
+  EXPECT_GT(others, 0);
+  EXPECT_LE(others, unit) << "a rank other than 0 held more than one unit while saving";
+  EXPECT_LE(rank0, unit);
+}
+
+TEST_F(FsdpTest, Bf16ParamsStayNearFp32Ddp) {
+  auto ddp = run("ddp", gpt_job("{type: ddp}", 50, "  - {type: metrics}\n", "", kDdpFrozen), 2);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  auto bf16 = run("bf16",
+                  gpt_job(fsdp("full_shard",
+                               ", mixed_precision: {param_dtype: bfloat16, "
+                               "reduce_dtype: float32}"),
+                          50, "  - {type: metrics}\n"),
+                  2);
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  EXPECT_THAT(bf16.output, HasSubstr("param_dtype BFloat16, reduce_dtype Float"));
+  const auto a = train_lines(dir / "ddp" / "metrics.jsonl");
+  const auto b = train_lines(dir / "bf16" / "metrics.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  double la = 0, lb = 0;
+  for (size_t i = a.size() - 10; i < a.size(); ++i) {
+    la += a[i].at("loss");
+    lb += b[i].at("loss");
+  }
+  EXPECT_NEAR(lb / la, 1.0, 0.02) << "bf16 " << lb / 10 << " vs fp32 " << la / 10;
+}
+
+struct BadFsdpConfig {
+  std::string name, strategy, expected;
+  int ranks = 1;
+};
+
+void PrintTo(const BadFsdpConfig& c, std::ostream* os) { *os << c.name; }
+
+class FsdpBadConfigTest : public FsdpTest, public ::testing::WithParamInterface<BadFsdpConfig> {};
+
+TEST_P(FsdpBadConfigTest, NamesTheKey) {
+  const BadFsdpConfig& c = GetParam();
+  auto r = run("bad", gpt_job(c.strategy, 2, ""), c.ranks);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(c.expected)) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fsdp, FsdpBadConfigTest,
+    ::testing::Values(
+        BadFsdpConfig{"unknown_strategy", "{type: fsdp, sharding_strategy: zero_shard}",
+                      "strategy.sharding_strategy: unknown sharding strategy 'zero_shard'"},
+        BadFsdpConfig{"missing_ignored_module",
+                      "{type: fsdp, ignored_modules: [blocks.1.mlp, blocks.7.attn]}",
+                      "strategy.ignored_modules.1: no module 'blocks.7.attn'"},
+        BadFsdpConfig{"hybrid_indivisible",
+                      "{type: fsdp, sharding_strategy: hybrid_shard, local_world_size: 2}",
+                      "strategy.local_world_size: hybrid_shard shards within groups of "
+                      "local_world_size 2 ranks, which does not divide the 3 ranks",
+                      3},
+        BadFsdpConfig{"reshard_indivisible", "{type: fsdp, reshard_after_forward: 3}",
+                      "strategy.reshard_after_forward: 3 does not divide the shard group of 2", 2},
+        BadFsdpConfig{"fp16_on_cpu", "{type: fsdp, mixed_precision: {param_dtype: float16}}",
+                      "strategy.mixed_precision.param_dtype: float16 on the CPU"},
+        BadFsdpConfig{"unknown_dtype", "{type: fsdp, mixed_precision: {reduce_dtype: int8}}",
+                      "strategy.mixed_precision.reduce_dtype: expected float32, bfloat16 or "
+                      "float16, got 'int8'"},
+        BadFsdpConfig{"output_dtype", "{type: fsdp, mixed_precision: {output_dtype: bfloat16}}",
+                      "strategy.mixed_precision.output_dtype: only float32 is supported"},
+        BadFsdpConfig{"reshard_with_no_shard",
+                      "{type: fsdp, sharding_strategy: no_shard, reshard_after_forward: true}",
+                      "strategy.reshard_after_forward: has no effect with sharding_strategy "
+                      "no_shard"},
+        BadFsdpConfig{"negative_prefetch", "{type: fsdp, backward_prefetch: -1}",
+                      "strategy.backward_prefetch: must be >= 0"},
+        BadFsdpConfig{"bad_state_dict_type", "{type: fsdp, state_dict_type: local}",
+                      "strategy.state_dict_type: expected full or sharded, got 'local'"},
+        BadFsdpConfig{"unknown_key", "{type: fsdp, cpu_offload: true}", "strategy.cpu_offload"}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
