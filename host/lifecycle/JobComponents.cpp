@@ -32,6 +32,12 @@ void check_traits(const host::StrategyInstance& strategy) {
                           strategy.what() +
                               " declares sharded_model_state without sharded_checkpoint: the "
                               "parameters' shards are saved in the per-rank optimizer files");
+  if (t.load_from_root != 0 && (t.load_phase != RH_LOAD_AFTER_WRAP || !unit_params))
+    throw host::HostError(RH_ERROR_UNIMPLEMENTED,
+                          strategy.what() +
+                              " declares load_from_root without load_phase after_wrap and "
+                              "UnitParams: only weights loaded through the strategy come from "
+                              "rank 0 alone");
   if (t.input_dtype.code != 0 || t.input_dtype.bits != 0) {
     const bool floating = (t.input_dtype.code == kDLFloat || t.input_dtype.code == kDLBfloat) &&
                           t.input_dtype.lanes == 1;

@@ -392,9 +392,7 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
               (resuming_training ? strategy_.what() + " does not read back"
                                  : std::string("only a training resume reads back")) +
               "; resume it with the same fsdp settings, or save with state_dict_type: full");
-    rh_StateDict dict;
-    store_.load(*resume_dir, "model", dict);
-    checkpoint::LoadReport report = load_model(dict, model, sharded);
+    checkpoint::LoadReport report = read_model(*resume_dir, "model", model, sharded);
     if (!report.ok())
       throw host::HostError(
           RH_ERROR_FAILED_PRECONDITION,
@@ -428,9 +426,7 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
                                   " holds its trainable parameters only as per-rank shards (fsdp "
                                   "state_dict_type: sharded); load_from needs whole weights: "
                                   "resume from it instead, or save with state_dict_type: full");
-  rh_StateDict dict;
-  store_.load(dir, stem.string(), dict);
-  checkpoint::LoadReport report = load_model(dict, model);
+  checkpoint::LoadReport report = read_model(dir, stem.string(), model, {});
   if (!report.ok()) {
     if (strict || !report.mismatched.empty())
       throw host::HostError(
@@ -439,6 +435,74 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
     spdlog::warn("load_from {} (strict: false):{}", path.string(), report.str());
   }
   spdlog::info("loaded weights from {}", path.string());
+}
+
+// The model file `stem` of `dir` into the model. With the strategy's
+// load_from_root trait only rank 0 reads it, when it holds every tensor of
+// the model as it is: per unit rank 0 writes the whole values and the
+// strategy hands every rank its shards (ROOT_PREPARE / ROOT_ADOPT); the
+// buffers are broadcast. Otherwise every rank reads it (load_model).
+checkpoint::LoadReport RunCheckpoints::read_model(const fs::path& dir, const std::string& stem,
+                                                  model::Model& model,
+                                                  const std::vector<std::string>& sharded) {
+  const rh_StrategyTraits t = strategy_.traits();
+  const bool root = t.load_from_root != 0 && t.load_phase == RH_LOAD_AFTER_WRAP &&
+                    world_.size() > 1 && sharded.empty();
+  rh_StateDict dict;
+  if (!root) {
+    store_.load(dir, stem, dict);
+    return load_model(dict, model, sharded);
+  }
+  const bool reader = world_.rank() == 0;
+  std::vector<model::NamedTensor> params = model.named_parameters();
+  std::vector<model::NamedTensor> buffers = model.named_buffers();
+  std::string decision;  // rank 0 -> all: "root", "all" or "error\n<message>"
+  std::exception_ptr failed;
+  if (reader) {
+    try {
+      store_.load(dir, stem, dict);
+      // Every tensor of the model, as it is, and nothing else.
+      std::set<std::string> names;
+      bool complete = true;
+      for (const auto* list : {&params, &buffers})
+        for (const auto& p : *list) {
+          names.insert(p.name);
+          if (complete && dict.entries.count(p.name) != 0) {
+            const at::Tensor v = checkpoint::get_tensor(dict, p.name);
+            complete = v.sizes() == p.tensor.sizes() && v.scalar_type() == p.tensor.scalar_type();
+          } else {
+            complete = false;
+          }
+        }
+      for (const auto& [key, e] : dict.entries)
+        if (e.is_tensor && names.count(key) == 0) complete = false;
+      decision = complete ? "root" : "all";
+    } catch (const std::exception& e) {
+      failed = std::current_exception();
+      decision = std::string("error\n") + e.what();
+    }
+  }
+  decision = world_.broadcast_string(decision);
+  if (failed) std::rethrow_exception(failed);
+  if (decision.rfind("error\n", 0) == 0)
+    throw host::HostError(RH_ERROR_IO, "rank 0 could not read " + (dir / stem).string() +
+                                           " (its log says why): " + decision.substr(6));
+  if (decision == "all") {  // what is missing or different is reported on every rank
+    if (!reader) store_.load(dir, stem, dict);
+    return load_model(dict, model, sharded);
+  }
+  each_unit(model, RH_UNIT_PARAMS_ROOT_PREPARE, RH_UNIT_PARAMS_ROOT_ADOPT,
+            [&](std::vector<model::NamedTensor>& unit) {
+              if (reader) checkpoint::load_into(dict, "", unit);
+            });
+  if (reader) checkpoint::load_into(dict, "", buffers);
+  std::vector<at::Tensor> values;
+  for (const auto& b : buffers) values.push_back(b.tensor);
+  world_.broadcast_tensors(values);
+  if (reader)
+    spdlog::info("{}: read by rank 0 alone; every rank received its shards through {}",
+                 (dir / stem).string(), strategy_.what());
+  return {};
 }
 
 // Into the model as built (before Wrap), or through the strategy one unit at

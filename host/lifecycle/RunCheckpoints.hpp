@@ -79,6 +79,8 @@ class RunCheckpoints {
   bool through_strategy() const;                         // the strategy has UnitParams
   void each_unit(model::Model& model, rh_UnitParamsOp first, rh_UnitParamsOp then,
                  const std::function<void(std::vector<model::NamedTensor>&)>& fn);
+  checkpoint::LoadReport read_model(const std::filesystem::path& dir, const std::string& stem,
+                                    model::Model& model, const std::vector<std::string>& sharded);
   checkpoint::LoadReport load_model(const rh_StateDict& dict, model::Model& model,
                                     const std::vector<std::string>& sharded = {});
 

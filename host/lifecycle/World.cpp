@@ -155,8 +155,15 @@ void World::sync_initial_weights(model::Model& model) {
                 " has '" + (hb ? lb : std::string("(no more tensors)")) + "'");
     }
   }
+  std::vector<at::Tensor> values;
+  for (const auto& t : tensors) values.push_back(t.tensor);
+  broadcast_tensors(values);
+}
+
+void World::broadcast_tensors(const std::vector<at::Tensor>& tensors) {
+  if (size_ <= 1) return;
   torch::NoGradGuard no_grad;
-  for (const auto& t : tensors) comm_->broadcast(buffer(t.tensor), 0, false)->wait();
+  for (const auto& t : tensors) comm_->broadcast(buffer(t), 0, false)->wait();
 }
 
 at::Tensor World::gather_rows(const at::Tensor& bytes) {

@@ -82,6 +82,9 @@ class World {
   // Every rank's 1-D `bytes` (one length on all ranks) as the rows of a
   // (size, n) CPU tensor, on every rank.
   at::Tensor gather_rows(const at::Tensor& bytes);
+  // Rank 0's values into every rank's `tensors` (the same shapes and dtypes
+  // on every rank), in place.
+  void broadcast_tensors(const std::vector<at::Tensor>& tensors);
   // Rank 0's text on every rank.
   std::string broadcast_string(const std::string& text);
   // Rank 0's value on every rank.

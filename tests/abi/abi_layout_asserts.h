@@ -223,7 +223,7 @@ RH_ABI_PIN_OFFSET(rh_StrategyTraits, needs_comm, 12);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, sharded_checkpoint, 16);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, input_dtype, 20); /* 1.3 */
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, sharded_model_state, 24); /* 1.4 */
-RH_ABI_PIN_OFFSET(rh_StrategyTraits, reserved_1_4, 28);        /* 1.4 */
+RH_ABI_PIN_OFFSET(rh_StrategyTraits, load_from_root, 28);      /* 1.4 */
 RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_TRAITS_STRUCT_SIZE, rh_StrategyTraits, 32);
 
 RH_ABI_PIN_SIZE(rh_SetupEnvArgs, 56);

@@ -213,6 +213,9 @@ TEST_F(FsdpTest, ExactResumeWithFullAndShardedStateDicts) {
                        2);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     EXPECT_THAT(resumed.output, HasSubstr("resumed from"));
+    if (c.name != "sharded") {  // the model file: rank 0 alone reads it
+      EXPECT_THAT(resumed.output, HasSubstr("read by rank 0 alone"));
+    }
     for (const std::string file :
          {"model.safetensors", "optimizer.rank0.safetensors", "optimizer.rank1.safetensors"})
       expect_equal_bytes(ckpt(a, "iter_12", file), ckpt(b, "iter_12", file));
@@ -245,6 +248,35 @@ TEST_F(FsdpTest, AShardedCheckpointIsRefusedWhereWholeWeightsAreNeeded) {
   EXPECT_NE(full.exit_code, 0);
   EXPECT_THAT(full.output, HasSubstr("cannot resume from"));
   EXPECT_THAT(full.output, HasSubstr("state_dict_type"));
+}
+
+// load_from a plain full-weights file (written by ddp): rank 0 alone reads
+// it and every rank receives its shards; one step at lr 0 saves it back bit
+// for bit (merged units, no_shard, and hybrid_shard on 4 ranks too).
+TEST_F(FsdpTest, LoadFromIsReadByRankZeroAndEveryRankGetsItsShards) {
+  auto source = run("source", gpt_job("{type: ddp}", 3, save_at(3), "", kDdpFrozen), 2);
+  ASSERT_EQ(source.exit_code, 0) << source.output;
+  const fs::path weights = ckpt("source", "iter_3", "model.safetensors");
+  const auto expected = read_safetensors(weights);
+  struct Case {
+    std::string name, strategy;
+    int ranks;
+  };
+  for (const Case& c : {Case{"full_shard", fsdp("full_shard"), 2},
+                        Case{"wrapped", fsdp("full_shard", ", auto_wrap: {min_params: 5000}"), 2},
+                        Case{"no_shard", fsdp("no_shard"), 2},
+                        Case{"hybrid", fsdp("hybrid_shard", ", local_world_size: 2"), 4}}) {
+    SCOPED_TRACE(c.name);
+    std::string job = gpt_job(c.strategy, 1, save_at(1), "load_from: " + weights.string() + "\n");
+    job.replace(job.find("lr: 0.003"), 9, "lr: 0.0");
+    auto r = run("loaded_" + c.name, job, c.ranks);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("read by rank 0 alone; every rank received its shards"));
+    const auto got = read_safetensors(ckpt("loaded_" + c.name, "iter_1", "model.safetensors"));
+    ASSERT_EQ(got.size(), expected.size());
+    for (const auto& [tensor, values] : expected)
+      EXPECT_TRUE(values == got.at(tensor)) << tensor << " differs from the loaded file";
+  }
 }
 
 int metric_max(const std::vector<std::map<std::string, double>>& lines, const std::string& key) {

@@ -73,6 +73,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -110,6 +111,7 @@ at::ScalarType scalar_type(Dtype d) {
 // One parameter's place in its unit's rank blocks.
 struct Member {
   size_t param = 0;
+  int32_t slot = -1;  // the host's unit for it (UnitParams): its model unit, -1 tied or none
   std::vector<int64_t> shape;
   int64_t numel = 0;
   int64_t len = 0;     // elements of each rank block that are this member's (rows per rank x row)
@@ -165,6 +167,7 @@ class FsdpStrategy {
     t.sharded_checkpoint = 1;
     if (RH_STRUCT_HAS(&t, rh_StrategyTraits, sharded_model_state))
       t.sharded_model_state = cfg_.sharded_state_dict ? 1 : 0;
+    if (RH_STRUCT_HAS(&t, rh_StrategyTraits, load_from_root)) t.load_from_root = 1;
     if (RH_STRUCT_HAS(&t, rh_StrategyTraits, input_dtype) && cfg_.cast_forward_inputs &&
         param_dtype_ != at::kFloat)
       t.input_dtype = param_dtype_ == at::kBFloat16 ? DLDataType{kDLBfloat, 16, 1}
@@ -234,6 +237,9 @@ class FsdpStrategy {
           ignored_used[k] = 1;
         }
       managed[i] = infos[i].requires_grad && !ignored;
+      const bool tied = RH_STRUCT_HAS(&infos[i], rh_ParamInfo, tied) && infos[i].tied;
+      const auto units = static_cast<int32_t>(api_->Model_NumUnits(model_));
+      slot_of_.push_back(tied || infos[i].unit < 0 || infos[i].unit >= units ? -1 : infos[i].unit);
       if (managed[i])
         initial[i] = p.detach().clone();
       else
@@ -247,6 +253,7 @@ class FsdpStrategy {
                          "' in the model (no parameter is named '" + cfg_.ignored_modules[k] +
                          ".<...>'; e.g. '" + names_.front() + "')");
     build_units(infos, managed);
+    managed_ = managed;
     if (units_.empty())
       throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                           "strategy 'fsdp': the model has no trainable parameter to shard");
@@ -358,7 +365,8 @@ class FsdpStrategy {
 
   void unit_params(int32_t model_unit, rh_UnitParamsOp op) {
     Unit* u = model_unit < 0 ? root_unit() : unit_for(model_unit);
-    if (u == nullptr) return;  // nothing trainable in it: whole everywhere
+    if (op == RH_UNIT_PARAMS_ROOT_ADOPT) broadcast_whole(model_unit);
+    if (u == nullptr) return;  // nothing managed in it: whole everywhere
     switch (op) {
       case RH_UNIT_PARAMS_GATHER:
         start_gather(*u, false);
@@ -375,6 +383,15 @@ class FsdpStrategy {
         });
         u->piece = at::Tensor();
         if (!u->persistent) free_params(*u);
+        break;
+      case RH_UNIT_PARAMS_ROOT_PREPARE:
+        if (rank_ == 0 && !u->persistent && u->state == UnitState::Sharded)
+          for (const Member& m : u->members)
+            if (m.slot == model_unit)
+              rh::check(host_, api_->Model_RestoreParamStorage(model_, m.param));
+        break;
+      case RH_UNIT_PARAMS_ROOT_ADOPT:
+        adopt_from_root(*u, model_unit);
         break;
     }
   }
@@ -542,6 +559,7 @@ class FsdpStrategy {
   void add_member(Unit& u, size_t i) {
     Member m;
     m.param = i;
+    m.slot = slot_of_[i];
     at::Tensor p = rh::borrow_tensor(param_info(i).data);
     m.shape = p.sizes().vec();
     m.numel = p.numel();
@@ -640,6 +658,72 @@ class FsdpStrategy {
     wait(f);
     scatter_to_params(u, out);
     gather_pool_.give(std::move(buf));
+  }
+
+  // ---- Loading from rank 0 -----------------------------------------------------------
+
+  // ROOT_ADOPT: rank 0 wrote whole values into the members of model unit
+  // `slot`; every rank takes its shards of them. Shard groups of S > 1: a
+  // reduce-scatter with MAX of rank 0's blocks against -inf from every
+  // other rank (exact, -0.0 included), so each rank receives only its
+  // block; then, across the replicas (hybrid_shard), a broadcast from the
+  // shard group of rank 0. S = 1: a broadcast of the block.
+  void adopt_from_root(Unit& u, int32_t slot) {
+    torch::NoGradGuard no_grad;
+    const auto f32 = u.master.options();
+    at::Tensor mine = at::empty({u.block}, f32);
+    auto write_blocks = [&](at::Tensor flat) {  // [S * block]: rank 0's values of `slot`
+      const at::Tensor blocks = flat.view({shards_, u.block});
+      for (const Member& m : u.members) {
+        if (m.slot != slot) continue;
+        at::Tensor p = rh::borrow_tensor(param_info(m.param).data).view({-1});
+        for (int64_t r = 0; r < shards_; ++r) {
+          const int64_t v = m.valid(r);
+          if (v > 0) blocks[r].narrow(0, m.offset, v).copy_(p.narrow(0, r * m.len, v));
+        }
+      }
+    };
+    const bool in_root_group = rank_ < shards_;  // the shard group rank 0 belongs to
+    if (shard_comm_ != nullptr && in_root_group) {
+      at::Tensor flat = at::full({shards_ * u.block}, -std::numeric_limits<float>::infinity(), f32);
+      if (rank_ == 0) write_blocks(flat);
+      InFlight f;
+      f.in = rh::export_tensor(flat);
+      f.out = rh::export_tensor(mine);
+      rh::check(host_, host_->Comm_ReduceScatter(shard_comm_, f.in, f.out, RH_REDUCE_MAX, &f.work));
+      comm_bytes_ += flat.numel() * 4;
+      wait(f);
+    } else if (shard_comm_ == nullptr && rank_ == 0) {
+      write_blocks(mine);
+    }
+    if (replicate_comm_ != nullptr) {
+      collective_broadcast(replicate_comm_, mine);
+      comm_bytes_ += mine.numel() * 4;
+    }
+    for (const Member& m : u.members) {
+      if (m.slot != slot) continue;
+      const int64_t v = m.valid(shard_index_);
+      if (v > 0) u.master.narrow(0, m.offset, v).copy_(mine.narrow(0, m.offset, v));
+    }
+    u.piece = at::Tensor();
+    if (u.persistent) {
+      params_from_masters(u);
+    } else if (rank_ == 0 && u.state == UnitState::Sharded) {
+      for (const Member& m : u.members)
+        if (m.slot == slot) rh::check(host_, api_->Model_FreeParamStorage(model_, m.param));
+    }
+  }
+
+  // ROOT_ADOPT: what every rank holds whole (frozen, ignored) of model unit
+  // `slot`, rank 0's values everywhere.
+  void broadcast_whole(int32_t slot) {
+    if (world_ == nullptr) return;
+    for (size_t i = 0; i < managed_.size(); ++i) {
+      if (managed_[i] || slot_of_[i] != slot) continue;
+      at::Tensor p = rh::borrow_tensor(param_info(i).data);
+      collective_broadcast(world_, p);
+      comm_bytes_ += p.numel() * static_cast<int64_t>(p.element_size());
+    }
   }
 
   // ---- Gathering -------------------------------------------------------------------
@@ -870,6 +954,15 @@ class FsdpStrategy {
     rh::check(host_, err);
   }
 
+  void collective_broadcast(rh_Comm* comm, at::Tensor& t) {
+    DLManagedTensor* dl = rh::export_tensor(t);
+    const auto t0 = Clock::now();
+    rh_Error* err = host_->Comm_Broadcast(comm, dl, 0, nullptr);
+    comm_s_ += seconds_since(t0);
+    dl->deleter(dl);
+    rh::check(host_, err);
+  }
+
   rh_ParamInfo param_info(size_t i) {
     rh_ParamInfo info{};
     info.struct_size = RH_PARAM_INFO_STRUCT_SIZE;
@@ -953,6 +1046,8 @@ class FsdpStrategy {
   rh_Model* model_ = nullptr;
   const rh_ModelApi* api_ = nullptr;
   std::vector<std::string> names_;
+  std::vector<char> managed_;     // per parameter: in a unit (sharded or persistent)
+  std::vector<int32_t> slot_of_;  // per parameter: the host's unit for it (-1: tied or none)
   std::vector<Unit> units_;
   std::vector<int> unit_of_model_;  // model unit -> index in units_ (-1: nothing managed)
   int root_unit_ = -1;

@@ -38,7 +38,9 @@
  *        rh_StrategyVtable: LossScale, ShouldStep, ReduceGradNorm,
  *        UnitParams.
  *   1.4  rh_StrategyTraits: sharded_model_state (trainable parameters saved
- *        and resumed as each rank's shards: FSDP's sharded state dict).
+ *        and resumed as each rank's shards: FSDP's sharded state dict),
+ *        load_from_root (only rank 0 reads a model file; UnitParams
+ *        ROOT_PREPARE / ROOT_ADOPT hand each rank its shards).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_

@@ -157,10 +157,16 @@ typedef struct rh_StrategyTraits {
    * from them. Needs sharded_checkpoint (default 0: the full model is
    * gathered for rank 0). */
   int32_t sharded_model_state;
-  int32_t reserved_1_4; /* 1.4. Keeps the struct free of tail padding; the host sets 0 and never
-                           reads it. */
+  /* 1.4. 1: when a model file is loaded through the strategy (load_phase
+   * after_wrap), only rank 0 reads it: per unit the host calls UnitParams
+   * ROOT_PREPARE, writes the whole values on rank 0, then ROOT_ADOPT, where
+   * every rank receives its shards of rank 0's values (the host broadcasts
+   * the buffers). Used when rank 0 finds every tensor of the model in the
+   * file; otherwise (load_from strict: false with tensors missing) every
+   * rank reads it and GATHER / ADOPT are used. Needs UnitParams (default 0). */
+  int32_t load_from_root;
 } rh_StrategyTraits;
-#define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, reserved_1_4)
+#define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, load_from_root)
 
 /* SetupEnv: rendezvous is done; choose the device, seed the generators. */
 typedef struct rh_SetupEnvArgs {
@@ -225,7 +231,15 @@ typedef struct rh_OptimParamSink {
 typedef enum rh_UnitParamsOp {
   RH_UNIT_PARAMS_RELEASE = 0, /* done reading: reshard (values unchanged) */
   RH_UNIT_PARAMS_GATHER = 1,  /* make every parameter of the unit whole */
-  RH_UNIT_PARAMS_ADOPT = 2    /* the host wrote new whole values: take them, reshard */
+  RH_UNIT_PARAMS_ADOPT = 2,   /* the host wrote new whole values: take them, reshard */
+  /* 1.4, only to a strategy with the load_from_root trait: */
+  /* rank 0 is about to write the unit's whole values: give its parameters
+   * memory there (values undefined); no communication */
+  RH_UNIT_PARAMS_ROOT_PREPARE = 3,
+  /* rank 0 wrote them: every rank takes its shards of rank 0's values and
+   * reshards; parameters whole on every rank (frozen, ignored) are
+   * broadcast from rank 0 */
+  RH_UNIT_PARAMS_ROOT_ADOPT = 4
 } rh_UnitParamsOp;
 
 typedef struct rh_StrategyVtable {
