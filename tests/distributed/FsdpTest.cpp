@@ -171,6 +171,47 @@ TEST_F(FsdpTest, HybridShardAndReshardToTwoRanksEqualDdpOnFourRanks) {
   EXPECT_THAT(rh::test::read_file(dir / "hybrid.yaml"), HasSubstr("hybrid_shard"));
 }
 
+// Tied weights (gpt's tie_weights: the embedding is the head) form the root
+// unit: whole on every rank, sharded masters, refreshed after each step.
+TEST_F(FsdpTest, TiedWeightsEqualDdp) {
+  save_initial(2);
+  const std::string tied = "[blocks.0, blocks.1.norm1], tie_weights: true";
+  const std::string ddp_tied = "[blocks.0, blocks.1.norm1, blocks.2.mlp], tie_weights: true";
+  auto ddp = run("ddp_tied", gpt_job("{type: ddp}", 20, save_at(20), "", ddp_tied), 2);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  auto r = run("fsdp_tied", gpt_job(fsdp("full_shard"), 20, save_at(20), "", tied), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("full_shard, 5 unit(s)"));  // 4 and the root
+  rh::test::expect_close(ckpt("ddp_tied", "iter_20", "model.safetensors"),
+                         ckpt("fsdp_tied", "iter_20", "model.safetensors"), 1e-5f, is_key_bias,
+                         0.003f * 20);
+}
+
+// A TorchScript module: its top-level children are the units (and a
+// parameter on the root module the root unit).
+TEST_F(FsdpTest, TorchScriptModelEqualsDdp) {
+  auto job = [](const std::string& strategy) {
+    return "seed: 3\n"
+           "model: {type: torchscript, path: " +
+           (fs::path(RH_TEST_MODEL_DIR) / "tiny_mlp_scripted.pt").string() +
+           ", num_classes: 3}\n"
+           "data:\n"
+           "  train: {dataset: {type: synthetic_classification, num_samples: 240, "
+           "num_features: 4, num_classes: 3},\n"
+           "          batch_size: 8, shuffle: true, num_workers: 0}\n"
+           "optim_wrapper: {optimizer: {type: AdamW, lr: 0.01}}\n"
+           "train_cfg: {by_epoch: false, max_iters: 20}\nstrategy: " +
+           strategy + "\nhooks:\n" + save_at(20) + "dist: {timeout_s: 30}\n";
+  };
+  auto ddp = run("ts_ddp", job("{type: ddp}"), 2);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  auto r = run("ts_fsdp", job("{type: fsdp}"), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("strategy 'fsdp': full_shard, 3 unit(s)"));  // fc1, fc2, root
+  rh::test::expect_close(ckpt("ts_ddp", "iter_20", "model.safetensors"),
+                         ckpt("ts_fsdp", "iter_20", "model.safetensors"), 1e-5f);
+}
+
 // Gradient accumulation: no reduction until the window's last micro-batch,
 // and the same parameters as ddp accumulating likewise.
 TEST_F(FsdpTest, AccumulationEqualsDdpAccumulating) {

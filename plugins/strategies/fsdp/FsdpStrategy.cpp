@@ -858,11 +858,16 @@ class FsdpStrategy {
   // ---- Reducing --------------------------------------------------------------------
 
   // Launches the reductions of ready units in one fixed order (the units
-  // backwards, the root unit last): every rank issues the same collectives
-  // in the same order.
+  // backwards, the root unit last: it is ready only when backward is done):
+  // every rank issues the same collectives in the same order.
   void launch_ready() {
     while (next_launch_ < units_.size()) {
-      Unit& u = units_[units_.size() - 1 - next_launch_];
+      const size_t back = units_.size() - 1 - next_launch_;
+      const size_t k = root_unit_ < 0 ? back
+                       : next_launch_ + 1 == units_.size()
+                           ? static_cast<size_t>(root_unit_)
+                           : back - 1;  // the root unit is the last of units_
+      Unit& u = units_[k];
       if (!u.ready) return;
       ++next_launch_;
       launch_reduce(u);
