@@ -5,7 +5,11 @@
 # x the largest unit; step time of each sharding strategy / ddp's; and the
 # share of all-gather time prefetching hides.
 #
-#   tools/bench/bench_fsdp.sh [iterations]       (after tools/build.sh)
+#   tools/bench/bench_fsdp.sh [iterations] [rounds]   (after tools/build.sh)
+#
+# With rounds > 1 every strategy runs once per round, the rounds one after
+# the other (A B C ... A B C ...), and each step-time ratio is the median of
+# the rounds' ratios, so the machine's drift between runs cancels out.
 #
 # Where the figures come from (all measured in this run):
 #   parameters, gradients  the strategy's metrics of the last step:
@@ -26,6 +30,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"
 ITERS="${1:-6}"
+ROUNDS="${2:-1}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 export OMP_NUM_THREADS=1  # 2 ranks on 2 cores
@@ -53,15 +58,20 @@ run() {  # $1 = name, $2 = strategy
 
 echo "gpt vocab 256, block 64, dim 512, depth 16, heads 8; batch 2 x 64 tokens per rank; AdamW;"
 echo "2 ranks on $(nproc --all) cores, OMP_NUM_THREADS=1, $ITERS iterations; $(date -u +%F) on $(uname -m)"
-run ddp '{type: ddp}'
-run full_shard '{type: fsdp, sharding_strategy: full_shard}'
-run shard_grad_op '{type: fsdp, sharding_strategy: shard_grad_op}'
-run no_shard '{type: fsdp, sharding_strategy: no_shard}'
-run full_shard_noprefetch '{type: fsdp, sharding_strategy: full_shard, forward_prefetch: 0, backward_prefetch: 0}'
+# hybrid_shard on 2 ranks is 2 "nodes" of 1 rank (local_world_size 1):
+# shard groups of 1, replicated across: the degenerate case, for the row.
+for round in $(seq 1 "$ROUNDS"); do
+  run "ddp.$round" '{type: ddp}'
+  run "full_shard.$round" '{type: fsdp, sharding_strategy: full_shard}'
+  run "shard_grad_op.$round" '{type: fsdp, sharding_strategy: shard_grad_op}'
+  run "no_shard.$round" '{type: fsdp, sharding_strategy: no_shard}'
+  run "hybrid_shard.$round" '{type: fsdp, sharding_strategy: hybrid_shard, local_world_size: 1}'
+  run "full_shard_noprefetch.$round" '{type: fsdp, sharding_strategy: full_shard, forward_prefetch: 0, backward_prefetch: 0}'
+done
 
-python3 - "$WORK" <<'PY'
+python3 - "$WORK" "$ROUNDS" <<'PY'
 import json, os, struct, sys
-work = sys.argv[1]
+work, rounds = sys.argv[1], int(sys.argv[2])
 
 def header(path):
     with open(path, "rb") as f:
@@ -78,13 +88,23 @@ def lines(name):
 
 def median(xs):
     xs = sorted(xs)
-    return xs[len(xs) // 2]
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
+names = ["ddp", "full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "full_shard_noprefetch"]
 rows = {}
-for name in ["ddp", "full_shard", "shard_grad_op", "no_shard", "full_shard_noprefetch"]:
-    ls = lines(name)
-    d = [x for x in os.listdir(os.path.join(work, name)) if x.startswith("iter_")][0]
-    ck = os.path.join(work, name, d)
+times = {n: [] for n in names}  # per round
+waits = {n: [] for n in names}
+for r in range(1, rounds + 1):
+    for name in names:
+        ls = lines(f"{name}.{r}")
+        times[name].append(median([x["time"] for x in ls[2:]]) * 1e3)
+        waits[name].append(median([x.get("fsdp/gather_wait_ms", 0) for x in ls[2:]]))
+for name in names:
+    run_dir = f"{name}.1"
+    ls = lines(run_dir)
+    d = [x for x in os.listdir(os.path.join(work, run_dir)) if x.startswith("iter_")][0]
+    ck = os.path.join(work, run_dir, d)
     model = tensor_bytes(os.path.join(ck, "model.safetensors"))
     opt_file = os.path.join(ck, "optimizer.safetensors" if name == "ddp" else "optimizer.rank0.safetensors")
     optim = tensor_bytes(opt_file, lambda k: not k.endswith(".param"))
@@ -96,8 +116,8 @@ for name in ["ddp", "full_shard", "shard_grad_op", "no_shard", "full_shard_nopre
         grads=last["fsdp/grad_bytes"] if fsdp else last["ddp/grad_bytes"],
         optim=optim, rss=last["memory_mb"], model=model,
         units=max(x.get("fsdp/peak_gathered_units", 0) for x in ls),
-        wait=median([x.get("fsdp/gather_wait_ms", 0) for x in ls[2:]]),
-        time=median([x["time"] for x in ls[2:]]) * 1e3)
+        wait=median(waits[name]), time=median(times[name]),
+        ratio=median([t / d for t, d in zip(times[name], times["ddp"])]))
 
 psi = rows["ddp"]["model"] / 4  # fp32 parameters
 N = 2
@@ -105,7 +125,8 @@ unit = 12 * 512 * 512 + 13 * 512  # one block's elements: the largest unit
 prefetch = 1
 sharded = 16 * psi / N + (1 + prefetch) * 4 * unit
 formula = {"ddp": 16 * psi, "full_shard": sharded, "full_shard_noprefetch": 16 * psi / N + 4 * unit,
-           "shard_grad_op": 4 * psi + 12 * psi / N, "no_shard": 16 * psi + 4 * psi}
+           "shard_grad_op": 4 * psi + 12 * psi / N, "no_shard": 16 * psi + 4 * psi,
+           "hybrid_shard": 16 * psi + 4 * psi}  # shard groups of 1: as no_shard
 MB = 1 / 2**20
 print(f"parameters: {psi/1e6:.1f} M (fp32; Psi below), N = {N}, largest unit {unit/1e6:.2f} M elements;")
 print("bytes per rank in MiB, measured; 'sum' = parameters + gradients + optimizer state, beside the formula")
@@ -115,14 +136,18 @@ for name, r in rows.items():
     total = r["params"] + r["grads"] + r["optim"]
     print(f"| {name} | {r['params']*MB:.0f} | {r['buffers']*MB:.0f} | {r['grads']*MB:.0f} | "
           f"{r['optim']*MB:.0f} | {total*MB:.0f} ({formula[name]*MB:.0f}) | {r['rss']:.0f} | "
-          f"{r['units'] if name != 'ddp' else '-'} | {r['time']:.0f} | {r['time']/rows['ddp']['time']:.3f} |")
+          f"{r['units'] if name != 'ddp' else '-'} | {r['time']:.0f} | {r['ratio']:.3f} |")
 print("formulas: ddp 16Psi; full_shard 16Psi/N + (1 + prefetch) x 4 x largest unit; shard_grad_op")
 print("4Psi (every unit whole from forward to backward) + 12Psi/N; no_shard 16Psi + 4Psi (float32")
-print("masters beside the parameters)")
+print("masters beside the parameters); hybrid_shard with local_world_size 1 shards over groups of")
+print(f"1 rank (as no_shard). Step times: median over {rounds} round(s); step / ddp: median of the rounds' ratios")
 w0, w1 = rows["full_shard_noprefetch"]["wait"], rows["full_shard"]["wait"]
 if w0 > 0:
     print(f"all-gather wait per step: {w0:.1f} ms without prefetch, {w1:.1f} ms with prefetch 1: "
           f"{100 * (1 - w1 / w0):.0f}% of it hidden behind compute")
-print(f"goals: full_shard / ddp {rows['full_shard']['time']/rows['ddp']['time']:.3f} (<= 1.3), "
-      f"shard_grad_op / ddp {rows['shard_grad_op']['time']/rows['ddp']['time']:.3f} (<= 1.2)")
+print(f"goals: full_shard / ddp {rows['full_shard']['ratio']:.3f} (<= 1.3), "
+      f"shard_grad_op / ddp {rows['shard_grad_op']['ratio']:.3f} (<= 1.2)")
+if rounds > 1:
+    print("per round, full_shard / ddp: " + ", ".join(f"{t/d:.3f}" for t, d in zip(times["full_shard"], times["ddp"])) +
+          "; shard_grad_op / ddp: " + ", ".join(f"{t/d:.3f}" for t, d in zip(times["shard_grad_op"], times["ddp"])))
 PY
