@@ -357,7 +357,7 @@ class FsdpStrategy {
   void after_optimizer_step() {
     RECORD_USER_SCOPE("fsdp::persistent_units");
     for (Unit& u : units_) {
-      u.piece = at::Tensor();  // pieces of the old values
+      set_piece(u, at::Tensor());  // pieces of the old values
       if (u.persistent) params_from_masters(u);
     }
     put_step_metrics();
@@ -381,7 +381,7 @@ class FsdpStrategy {
         master_from(*u, [&](const Member& m) {
           return rh::borrow_tensor(param_info(m.param).data).to(at::kFloat);
         });
-        u->piece = at::Tensor();
+        set_piece(*u, at::Tensor());
         if (!u->persistent) free_params(*u);
         break;
       case RH_UNIT_PARAMS_ROOT_PREPARE:
@@ -433,7 +433,7 @@ class FsdpStrategy {
     // The masters are the checkpoint's now (the host restored them): every
     // unit's parameters follow them.
     for (Unit& u : units_) {
-      u.piece = at::Tensor();
+      set_piece(u, at::Tensor());
       if (u.persistent)
         params_from_masters(u);
       else
@@ -705,7 +705,7 @@ class FsdpStrategy {
       const int64_t v = m.valid(shard_index_);
       if (v > 0) u.master.narrow(0, m.offset, v).copy_(mine.narrow(0, m.offset, v));
     }
-    u.piece = at::Tensor();
+    set_piece(u, at::Tensor());
     if (u.persistent) {
       params_from_masters(u);
     } else if (rank_ == 0 && u.state == UnitState::Sharded) {
@@ -766,14 +766,23 @@ class FsdpStrategy {
       // reshard_after_forward N: rank j of its piece group keeps piece j,
       // so that the piece group's all-gather rebuilds the whole unit.
       const int64_t piece = shards_ * u.block / reshard_;
-      u.piece = u.gathered.narrow(0, (shard_index_ % reshard_) * piece, piece).clone();
+      set_piece(u, u.gathered.narrow(0, (shard_index_ % reshard_) * piece, piece).clone());
     } else if (u.gather_from_piece) {
-      u.piece = at::Tensor();
+      set_piece(u, at::Tensor());
     }
     u.send = u.gathered = at::Tensor();
     gather_pool_.give(std::move(u.gathered_buf));
     u.gathered_buf = at::Tensor();
     u.state = UnitState::Whole;
+  }
+
+  // Keeps (or, undefined, drops) the piece of `u` kept after forward,
+  // counting what the pieces hold.
+  void set_piece(Unit& u, at::Tensor piece) {
+    if (u.piece.defined()) piece_numel_ -= u.piece.numel();
+    u.piece = std::move(piece);
+    if (u.piece.defined()) piece_numel_ += u.piece.numel();
+    peak_piece_numel_ = std::max(peak_piece_numel_, piece_numel_);
   }
 
   void free_params(Unit& u) {
@@ -797,7 +806,7 @@ class FsdpStrategy {
       at::Tensor flat = buf.narrow(0, 0, shards_ * u.block);
       blocks_from_params(u, flat);
       const int64_t piece = shards_ * u.block / reshard_;
-      u.piece = flat.narrow(0, (shard_index_ % reshard_) * piece, piece).clone();
+      set_piece(u, flat.narrow(0, (shard_index_ % reshard_) * piece, piece).clone());
       gather_pool_.give(std::move(buf));
     }
     free_params(u);
@@ -995,6 +1004,7 @@ class FsdpStrategy {
     peak_units_ = live_units_;
     peak_numel_ = live_numel_;
     peak_full_grad_bytes_ = 0;
+    peak_piece_numel_ = piece_numel_;
     comm_bytes_ = 0;
     comm_s_ = gather_wait_s_ = 0;
   }
@@ -1002,13 +1012,13 @@ class FsdpStrategy {
   // What this rank held at the step's peak (docs/fsdp.md "Memory").
   void put_step_metrics() {
     const auto P = static_cast<int64_t>(c10::elementSize(param_dtype_));
-    int64_t blocks = 0, persistent = 0, pieces = 0, managed = 0;
+    int64_t blocks = 0, persistent = 0, managed = 0;
     for (const Unit& u : units_) {
       blocks += u.block;
       managed += u.numel;
       if (u.persistent) persistent += u.numel;
-      if (u.piece.defined()) pieces += u.piece.numel();
     }
+    const int64_t pieces = peak_piece_numel_;
     put_metric("fsdp/comm_bytes", static_cast<double>(comm_bytes_));
     put_metric("fsdp/comm_ms", 1e3 * comm_s_);
     put_metric("fsdp/gather_wait_ms", 1e3 * gather_wait_s_);
@@ -1067,6 +1077,7 @@ class FsdpStrategy {
   int64_t largest_unit_numel_ = 0;
   int64_t unmanaged_numel_ = 0;  // frozen and ignored parameters (always whole)
   int64_t peak_full_grad_bytes_ = 0;
+  int64_t piece_numel_ = 0, peak_piece_numel_ = 0;  // reshard_after_forward N: pieces kept
   int64_t comm_bytes_ = 0;
   double comm_s_ = 0, gather_wait_s_ = 0;
   BufferPool grad_pool_;    // flat reduce_dtype gradient buffers
