@@ -75,8 +75,11 @@ std::string LoadReport::str() const {
   return out.str();
 }
 
-LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
-                     const std::vector<model::NamedTensor>& targets) {
+namespace {
+
+// load_into and check_into: the same checks; `copy` copies what fits.
+LoadReport fit_into(const rh_StateDict& dict, const std::string& prefix,
+                    const std::vector<model::NamedTensor>& targets, bool copy) {
   LoadReport report;
   std::map<std::string, const model::NamedTensor*> by_name;
   for (const auto& t : targets) by_name[t.name] = &t;
@@ -117,9 +120,21 @@ LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
                                   std::string(c10::toString(t.tensor.scalar_type())));
       continue;
     }
-    t.tensor.copy_(src);
+    if (copy) t.tensor.copy_(src);
   }
   return report;
+}
+
+}  // namespace
+
+LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
+                     const std::vector<model::NamedTensor>& targets) {
+  return fit_into(dict, prefix, targets, true);
+}
+
+LoadReport check_into(const rh_StateDict& dict, const std::string& prefix,
+                      const std::vector<model::NamedTensor>& targets) {
+  return fit_into(dict, prefix, targets, false);
 }
 
 }  // namespace rh::checkpoint

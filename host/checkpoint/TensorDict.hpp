@@ -37,5 +37,8 @@ struct LoadReport {
 // under other prefixes are ignored.
 LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
                      const std::vector<model::NamedTensor>& targets);
+// What load_into would report, copying nothing.
+LoadReport check_into(const rh_StateDict& dict, const std::string& prefix,
+                      const std::vector<model::NamedTensor>& targets);
 
 }  // namespace rh::checkpoint

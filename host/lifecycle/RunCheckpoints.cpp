@@ -454,7 +454,6 @@ checkpoint::LoadReport RunCheckpoints::read_model(const fs::path& dir, const std
     return load_model(dict, model, sharded);
   }
   const bool reader = world_.rank() == 0;
-  std::vector<model::NamedTensor> params = model.named_parameters();
   std::vector<model::NamedTensor> buffers = model.named_buffers();
   std::string decision;  // rank 0 -> all: "root", "all" or "error\n<message>"
   std::exception_ptr failed;
@@ -462,21 +461,9 @@ checkpoint::LoadReport RunCheckpoints::read_model(const fs::path& dir, const std
     try {
       store_.load(dir, stem, dict);
       // Every tensor of the model, as it is, and nothing else.
-      std::set<std::string> names;
-      bool complete = true;
-      for (const auto* list : {&params, &buffers})
-        for (const auto& p : *list) {
-          names.insert(p.name);
-          if (complete && dict.entries.count(p.name) != 0) {
-            const at::Tensor v = checkpoint::get_tensor(dict, p.name);
-            complete = v.sizes() == p.tensor.sizes() && v.scalar_type() == p.tensor.scalar_type();
-          } else {
-            complete = false;
-          }
-        }
-      for (const auto& [key, e] : dict.entries)
-        if (e.is_tensor && names.count(key) == 0) complete = false;
-      decision = complete ? "root" : "all";
+      std::vector<model::NamedTensor> all = model.named_parameters();
+      all.insert(all.end(), buffers.begin(), buffers.end());
+      decision = checkpoint::check_into(dict, "", all).ok() ? "root" : "all";
     } catch (const std::exception& e) {
       failed = std::current_exception();
       decision = std::string("error\n") + e.what();

@@ -114,6 +114,7 @@ struct Member {
   int32_t slot = -1;  // the host's unit for it (UnitParams): its model unit, -1 tied or none
   std::vector<int64_t> shape;
   int64_t numel = 0;
+  int64_t row = 1;     // elements of one dim-0 row
   int64_t len = 0;     // elements of each rank block that are this member's (rows per rank x row)
   int64_t offset = 0;  // where they start in a rank block
   // Elements of the whole parameter that shard `i` holds (the rest of its
@@ -216,6 +217,7 @@ class FsdpStrategy {
                           "strategy 'fsdp' needs a host of ABI 1.3 (Model_SetParamData, "
                           "Model_ReleaseGrad, unit callbacks, Model_FreeParamStorage)");
     const size_t n = api_->Model_NumParams(model_);
+    const auto model_units = static_cast<int32_t>(api_->Model_NumUnits(model_));
     std::vector<rh_ParamInfo> infos(n);
     names_.resize(n);
     std::vector<at::Tensor> initial(n);  // float32 values before any cast
@@ -238,8 +240,8 @@ class FsdpStrategy {
         }
       managed[i] = infos[i].requires_grad && !ignored;
       const bool tied = RH_STRUCT_HAS(&infos[i], rh_ParamInfo, tied) && infos[i].tied;
-      const auto units = static_cast<int32_t>(api_->Model_NumUnits(model_));
-      slot_of_.push_back(tied || infos[i].unit < 0 || infos[i].unit >= units ? -1 : infos[i].unit);
+      slot_of_.push_back(tied || infos[i].unit < 0 || infos[i].unit >= model_units ? -1
+                                                                                   : infos[i].unit);
       if (managed[i])
         initial[i] = p.detach().clone();
       else
@@ -252,7 +254,7 @@ class FsdpStrategy {
             .throw_error("no module '" + cfg_.ignored_modules[k] +
                          "' in the model (no parameter is named '" + cfg_.ignored_modules[k] +
                          ".<...>'; e.g. '" + names_.front() + "')");
-    build_units(infos, managed);
+    build_units(managed);
     managed_ = managed;
     if (units_.empty())
       throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
@@ -279,7 +281,6 @@ class FsdpStrategy {
     }
     grad_pool_.configure(largest, f32.dtype(reduce_dtype_));
     gather_pool_.configure(largest, f32.dtype(param_dtype_));
-    const auto model_units = static_cast<int32_t>(api_->Model_NumUnits(model_));
     for (int32_t m = 0; m < model_units; ++m) {
       if (fsdp_unit_of(m) < 0) continue;
       for (rh_UnitPhase ph :
@@ -312,7 +313,7 @@ class FsdpStrategy {
         const int64_t valid = m.valid(shard_index_);
         if (valid == 0) continue;
         std::vector<int64_t> shape = m.shape;
-        if (!shape.empty()) shape[0] = valid / row_numel(m);
+        if (!shape.empty()) shape[0] = valid / m.row;
         rh_OptimParam p{};
         p.struct_size = RH_OPTIM_PARAM_STRUCT_SIZE;
         p.name = {names_[m.param].data(), names_[m.param].size()};
@@ -488,17 +489,16 @@ class FsdpStrategy {
     }
   }
 
-  void build_units(const std::vector<rh_ParamInfo>& infos, const std::vector<char>& managed) {
+  void build_units(const std::vector<char>& managed) {
     const auto model_units = static_cast<int32_t>(api_->Model_NumUnits(model_));
     std::vector<std::vector<size_t>> by_unit(static_cast<size_t>(model_units));
     std::vector<size_t> root;  // tied, or in no unit
-    for (size_t i = 0; i < infos.size(); ++i) {
+    for (size_t i = 0; i < managed.size(); ++i) {
       if (!managed[i]) continue;
-      const bool tied = RH_STRUCT_HAS(&infos[i], rh_ParamInfo, tied) && infos[i].tied;
-      if (tied || infos[i].unit < 0 || infos[i].unit >= model_units)
+      if (slot_of_[i] < 0)
         root.push_back(i);
       else
-        by_unit[static_cast<size_t>(infos[i].unit)].push_back(i);
+        by_unit[static_cast<size_t>(slot_of_[i])].push_back(i);
     }
     // auto_wrap: neighbouring model units merged until each holds
     // min_params elements (a short tail joins the unit before it).
@@ -564,17 +564,12 @@ class FsdpStrategy {
     m.shape = p.sizes().vec();
     m.numel = p.numel();
     const int64_t rows = m.shape.empty() ? 1 : m.shape[0];
-    const int64_t row = rows == 0 ? 0 : m.numel / rows;
-    m.len = (rows + shards_ - 1) / shards_ * row;
+    m.row = rows == 0 ? 1 : m.numel / rows;
+    m.len = (rows + shards_ - 1) / shards_ * (rows == 0 ? 0 : m.row);
     m.offset = u.block;
     u.block += m.len;
     u.numel += m.numel;
     u.members.push_back(std::move(m));
-  }
-
-  static int64_t row_numel(const Member& m) {
-    const int64_t rows = m.shape.empty() ? 1 : m.shape[0];
-    return rows == 0 ? 1 : m.numel / rows;
   }
 
   int fsdp_unit_of(int32_t model_unit) const {
@@ -623,11 +618,15 @@ class FsdpStrategy {
     }
   }
 
-  // The parameters' whole values as blocks [S * block] (padding zeroed).
-  void blocks_from_params(Unit& u, const at::Tensor& flat) {
+  // The parameters' whole values as blocks [S * block] (padding zeroed);
+  // with `only_slot`, only the members of that model unit (the rest of
+  // `flat` untouched).
+  static constexpr int32_t kEverySlot = std::numeric_limits<int32_t>::min();
+  void blocks_from_params(Unit& u, const at::Tensor& flat, int32_t only_slot = kEverySlot) {
     torch::NoGradGuard no_grad;
     const at::Tensor blocks = flat.view({shards_, u.block});
     for (const Member& m : u.members) {
+      if (only_slot != kEverySlot && m.slot != only_slot) continue;
       at::Tensor p = rh::borrow_tensor(param_info(m.param).data).view({-1});
       for (int64_t r = 0; r < shards_; ++r) {
         const int64_t v = m.valid(r);
@@ -672,21 +671,10 @@ class FsdpStrategy {
     torch::NoGradGuard no_grad;
     const auto f32 = u.master.options();
     at::Tensor mine = at::empty({u.block}, f32);
-    auto write_blocks = [&](at::Tensor flat) {  // [S * block]: rank 0's values of `slot`
-      const at::Tensor blocks = flat.view({shards_, u.block});
-      for (const Member& m : u.members) {
-        if (m.slot != slot) continue;
-        at::Tensor p = rh::borrow_tensor(param_info(m.param).data).view({-1});
-        for (int64_t r = 0; r < shards_; ++r) {
-          const int64_t v = m.valid(r);
-          if (v > 0) blocks[r].narrow(0, m.offset, v).copy_(p.narrow(0, r * m.len, v));
-        }
-      }
-    };
     const bool in_root_group = rank_ < shards_;  // the shard group rank 0 belongs to
     if (shard_comm_ != nullptr && in_root_group) {
       at::Tensor flat = at::full({shards_ * u.block}, -std::numeric_limits<float>::infinity(), f32);
-      if (rank_ == 0) write_blocks(flat);
+      if (rank_ == 0) blocks_from_params(u, flat, slot);
       InFlight f;
       f.in = rh::export_tensor(flat);
       f.out = rh::export_tensor(mine);
@@ -694,7 +682,7 @@ class FsdpStrategy {
       comm_bytes_ += flat.numel() * 4;
       wait(f);
     } else if (shard_comm_ == nullptr && rank_ == 0) {
-      write_blocks(mine);
+      blocks_from_params(u, mine, slot);
     }
     if (replicate_comm_ != nullptr) {
       collective_broadcast(replicate_comm_, mine);
@@ -763,10 +751,7 @@ class FsdpStrategy {
     gather_wait_s_ += seconds_since(t0);
     scatter_to_params(u, u.gathered);
     if (u.keep_piece) {
-      // reshard_after_forward N: rank j of its piece group keeps piece j,
-      // so that the piece group's all-gather rebuilds the whole unit.
-      const int64_t piece = shards_ * u.block / reshard_;
-      set_piece(u, u.gathered.narrow(0, (shard_index_ % reshard_) * piece, piece).clone());
+      keep_piece_of(u, u.gathered);
     } else if (u.gather_from_piece) {
       set_piece(u, at::Tensor());
     }
@@ -774,6 +759,14 @@ class FsdpStrategy {
     gather_pool_.give(std::move(u.gathered_buf));
     u.gathered_buf = at::Tensor();
     u.state = UnitState::Whole;
+  }
+
+  // reshard_after_forward N: of the whole unit's blocks [S * block], rank j
+  // of its piece group keeps piece j, so that the piece group's all-gather
+  // rebuilds them.
+  void keep_piece_of(Unit& u, const at::Tensor& flat) {
+    const int64_t piece = shards_ * u.block / reshard_;
+    set_piece(u, flat.narrow(0, (shard_index_ % reshard_) * piece, piece).clone());
   }
 
   // Keeps (or, undefined, drops) the piece of `u` kept after forward,
@@ -805,8 +798,7 @@ class FsdpStrategy {
       at::Tensor buf = gather_pool_.take();
       at::Tensor flat = buf.narrow(0, 0, shards_ * u.block);
       blocks_from_params(u, flat);
-      const int64_t piece = shards_ * u.block / reshard_;
-      set_piece(u, flat.narrow(0, (shard_index_ % reshard_) * piece, piece).clone());
+      keep_piece_of(u, flat);
       gather_pool_.give(std::move(buf));
     }
     free_params(u);
