@@ -235,30 +235,36 @@ TEST_F(FsdpTest, AccumulationEqualsDdpAccumulating) {
 }
 
 // Saved at 6 (mid-epoch), resumed to 12: bitwise the uninterrupted run, with
-// either state dict, and with accumulative_counts 2.
+// either state dict, with accumulative_counts 2, and on 3 ranks with
+// diff_rank_seed.
 TEST_F(FsdpTest, ExactResumeWithFullAndShardedStateDicts) {
   struct Case {
     std::string name, strategy, extra;
+    int ranks = 2;
   };
-  for (const Case& c :
-       {Case{"full", fsdp("full_shard"), ""},
-        Case{"sharded", fsdp("full_shard", ", state_dict_type: sharded"), ""},
-        Case{"accumulating", fsdp("shard_grad_op"), "  accumulative_counts: 2\n"}}) {
+  for (const Case& c : {Case{"full", fsdp("full_shard"), ""},
+                        Case{"sharded", fsdp("full_shard", ", state_dict_type: sharded"), ""},
+                        Case{"accumulating", fsdp("shard_grad_op"), "  accumulative_counts: 2\n"},
+                        // 3 ranks: rows that 3 does not divide (padded shards); every rank
+                        // its own generator.
+                        Case{"three_ranks", fsdp("full_shard"), "diff_rank_seed: true\n", 3}}) {
     SCOPED_TRACE(c.name);
     const std::string a = "straight_" + c.name, b = "resumed_" + c.name;
-    auto straight = run(a, gpt_job(c.strategy, 12, save_at(6), c.extra), 2);
+    auto straight = run(a, gpt_job(c.strategy, 12, save_at(6), c.extra), c.ranks);
     ASSERT_EQ(straight.exit_code, 0) << straight.output;
     auto resumed = run(b,
                        gpt_job(c.strategy, 12, save_at(6),
                                c.extra + "resume: " + (dir / a / "iter_6").string() + "\n"),
-                       2);
+                       c.ranks);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     EXPECT_THAT(resumed.output, HasSubstr("resumed from"));
     if (c.name != "sharded") {  // the model file: rank 0 alone reads it
       EXPECT_THAT(resumed.output, HasSubstr("read by rank 0 alone"));
     }
-    for (const std::string file :
-         {"model.safetensors", "optimizer.rank0.safetensors", "optimizer.rank1.safetensors"})
+    std::vector<std::string> files = {"model.safetensors"};
+    for (int r = 0; r < c.ranks; ++r)
+      files.push_back("optimizer.rank" + std::to_string(r) + ".safetensors");
+    for (const std::string& file : files)
       expect_equal_bytes(ckpt(a, "iter_12", file), ckpt(b, "iter_12", file));
     const std::string meta = rh::test::read_file(ckpt(a, "iter_6", "meta.json"));
     if (c.name == "sharded") {
