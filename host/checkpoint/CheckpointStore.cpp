@@ -126,10 +126,24 @@ CheckpointMeta read_meta(const fs::path& dir) {
     m.format_version = meta["format_version"].as<int>();
     m.iter = meta["iter"].as<int64_t>();
     for (const auto& f : meta["files"]) m.files.push_back(f.as<std::string>());
-    if (meta["model_state"] && meta["model_state"].as<std::string>() == "sharded")
-      for (const auto& t : meta["tensors"])
-        if (t.second["sharded"] && t.second["sharded"].as<bool>())
-          m.sharded_tensors.push_back(t.first.as<std::string>());
+    if (m.format_version >= 2) {
+      if (meta["strategy"]) m.strategy = meta["strategy"].as<std::string>();
+      if (meta["world_size"]) m.world_size = meta["world_size"].as<int64_t>();
+      try {
+        m.tensors = parse_index(meta["tensors"]);
+      } catch (const std::invalid_argument& e) {
+        throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + ": " + e.what());
+      }
+      for (const auto& [name, t] : m.tensors) {
+        for (const ShardRef& s : t.shards)
+          if (std::find(m.files.begin(), m.files.end(), s.file) == m.files.end())
+            throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + ": tensor '" + name +
+                                                          "' has a shard in '" + s.file +
+                                                          "', which \"files\" does not list");
+        if (name.rfind("model.", 0) == 0 && (t.shards.size() != 1 || t.shards[0].file != "model"))
+          m.sharded_tensors.push_back(name.substr(6));
+      }
+    }
     for (const std::string& stem : m.files) {
       if (!plain_name(stem))
         throw host::HostError(RH_ERROR_DATA_LOSS,
@@ -316,6 +330,21 @@ void CheckpointStore::remove(const std::string& name) {
   std::error_code ec;
   fs::remove_all(work_dir_ / name, ec);
   if (ec) io_error("cannot remove checkpoint " + (work_dir_ / name).string(), ec.value());
+}
+
+bool CheckpointStore::load_slices(const fs::path& dir, const std::string& stem,
+                                  const std::vector<rh_CheckpointSlice>& slices,
+                                  rh_StateDict& out) const {
+  const rh_CheckpointIoVtable& vt = io_.vtable();
+  if (!RH_STRUCT_HAS(&vt, rh_CheckpointIoVtable, LoadSlices) || vt.LoadSlices == nullptr)
+    return false;
+  const std::string dir_str = dir.string();
+  rh_CheckpointFileArgs args = file_args(dir, dir_str, stem, &out);
+  rh_Error* err = host::call_plugin(io_.what() + " LoadSlices", [&] {
+    return vt.LoadSlices(io_.handle(), &args, slices.data(), slices.size());
+  });
+  host::throw_if_error(err, "checkpoint " + dir_str);
+  return true;
 }
 
 void CheckpointStore::load(const fs::path& dir, const std::string& stem, rh_StateDict& out) const {

@@ -35,7 +35,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/CheckpointIndex.hpp"
+
 struct rh_StateDict;
+struct rh_CheckpointSlice;
 
 namespace rh::host {
 class CheckpointIoInstance;
@@ -74,6 +77,10 @@ class CheckpointStore {
   // Reads <dir>/<stem>.* through the plugin into `out`; RH_ERROR_DATA_LOSS
   // errors name the file.
   void load(const std::filesystem::path& dir, const std::string& stem, rh_StateDict& out) const;
+  // Reads only `slices` of <dir>/<stem>.* (LoadSlices); false when the
+  // plugin cannot (then load() the whole file).
+  bool load_slices(const std::filesystem::path& dir, const std::string& stem,
+                   const std::vector<rh_CheckpointSlice>& slices, rh_StateDict& out) const;
 
   // Empty when `dir` is a complete, uncorrupted checkpoint; else the reason.
   std::string verify(const std::filesystem::path& dir) const;
@@ -108,10 +115,17 @@ struct CheckpointMeta {
   int format_version = 0;
   int64_t iter = 0;
   std::vector<std::string> files;
-  // "model_state": "sharded": the tensors saved only as per-rank shards
-  // (marked "sharded": true in "tensors"); empty otherwise.
+  std::string strategy;  // the strategy that wrote it ("" before format 2)
+  int64_t world_size = 0;
+  // Format 2: every logical tensor and its shards (CheckpointIndex.hpp).
+  TensorIndex tensors;
+  // The model tensors saved only as per-rank shards (fsdp's sharded state
+  // dict: "model_state": "sharded"), by model name; empty otherwise.
   std::vector<std::string> sharded_tensors;
 };
+// The format this runner writes; it reads 2 (format 1, of runner-host
+// before the sharded layout, is refused with the reason).
+constexpr int kCheckpointFormatVersion = 2;
 // Also refuses (DATA_LOSS, naming the checkpoint) a "files" stem that is not
 // a plain file name: a third-party checkpoint-IO plugin may not check.
 CheckpointMeta read_meta(const std::filesystem::path& dir);

@@ -1,4 +1,5 @@
 // runner-host: load the job, load the plugins, check everything, then run.
+// `runner-host ckpt ...` is the checkpoint tool (cli/CkptTool.hpp).
 //
 // Exit codes: 0 success; 2 the job or a plugin is invalid (reported before
 // anything is created, written or launched); 1 the run itself failed.
@@ -10,6 +11,7 @@
 #include <iostream>
 #include <optional>
 
+#include "cli/CkptTool.hpp"
 #include "cli/CliOptions.hpp"
 #include "cli/PluginListing.hpp"
 #include "config/ConfigNode.hpp"
@@ -83,6 +85,16 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("runner-host");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+
+  // The checkpoint tool: `runner-host ckpt inspect|consolidate|convert ...`.
+  if (argc >= 2 && std::string(argv[1]) == "ckpt") {
+    host::HostServices services;
+    host::install_torch_services(services);
+    host::PluginRegistry registry(host::host_native_tag(), services);
+    std::error_code ec;
+    return cli::run_ckpt_tool(std::vector<std::string>(argv + 2, argv + argc),
+                              fs::read_symlink("/proc/self/exe", ec), registry, services);
+  }
 
   cli::CliOptions opts;
   try {

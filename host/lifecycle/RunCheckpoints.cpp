@@ -9,7 +9,9 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/CheckpointIndex.hpp"
 #include "checkpoint/CheckpointStore.hpp"
+#include "checkpoint/ShardReader.hpp"
 #include "checkpoint/TensorDict.hpp"
 #include "config/ConfigNode.hpp"
 #include "lifecycle/HookDispatcher.hpp"
@@ -18,39 +20,18 @@
 #include "optim/OptimWrapper.hpp"
 #include "plugins/ComponentFactory.hpp"
 #include "plugins/HostError.hpp"
+#include "plugins/StateDict.hpp"
+#include "rh/cpp/crc32.hpp"
 
 namespace fs = std::filesystem;
 
 namespace rh::lifecycle {
 namespace {
 
+// A JSON string's content (no quotes).
 std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
+  const std::string quoted = checkpoint::json_string(s);
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 void check(const host::StrategyInstance& s, const char* step, rh_Error* err) {
@@ -64,10 +45,40 @@ std::string optimizer_stem(int rank, bool sharded) {
   return sharded ? "optimizer.rank" + std::to_string(rank) : "optimizer";
 }
 
-std::string shape_json(at::IntArrayRef shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
+std::vector<int64_t> shape_of(at::IntArrayRef shape) { return {shape.begin(), shape.end()}; }
+
+// One shard this rank writes: entry `key` of the file `file` (already in
+// `dict`), elements [offset, offset + its numel) of logical tensor `tensor`.
+checkpoint::ShardRecord shard_record(const std::string& tensor, std::vector<int64_t> shape,
+                                     const std::string& file, const rh_StateDict& dict,
+                                     const std::string& key, int64_t offset) {
+  const rh_StateDict::Entry& e = dict.entries.at(key);
+  checkpoint::ShardRecord r;
+  r.tensor = tensor;
+  r.shape = std::move(shape);
+  r.dtype = checkpoint::dtype_name(e.dtype);
+  r.shard.file = file;
+  r.shard.key = key;
+  r.shard.offset = offset;
+  int64_t numel = 1;
+  for (int64_t d : e.shape) numel *= d;
+  r.shard.numel = numel;
+  r.shard.crc32 = rh::crc32_update(0, e.bytes.data(), e.bytes.size());
+  return r;
+}
+
+// The parameter an optimizer state entry "<param>.<field>" belongs to.
+const optim::OptimParam* state_owner(const std::map<std::string, const optim::OptimParam*>& params,
+                                     const std::string& key) {
+  const size_t dot = key.rfind('.');
+  if (dot == std::string::npos) return nullptr;
+  const auto it = params.find(key.substr(0, dot));
+  return it == params.end() ? nullptr : it->second;
+}
+
+// The whole parameter's shape (a shard's full_shape).
+std::vector<int64_t> full_shape(const optim::OptimParam& p) {
+  return p.full_shape.empty() ? shape_of(p.param.sizes()) : p.full_shape;
 }
 
 // The model's parameters by unit, as UnitParams takes them: entry u for
@@ -133,7 +144,9 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   const int rank = world_.rank();
   const int world_size = world_.size();
   rh_StateDict model_dict, optim_dict, state_dict;
-  std::string tensors_json;
+  // Every shard this rank writes, for meta.json's tensor table (rank 0 merges
+  // every rank's).
+  std::vector<checkpoint::ShardRecord> records;
   const bool writer = rank == 0;  // only the writer builds CPU copies
   const bool sharded = strategy_.traits().sharded_checkpoint != 0;
   // sharded_model_state: the parameters any rank holds a shard of are saved
@@ -149,14 +162,10 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   }
   auto add_model = [&](const std::vector<model::NamedTensor>& list) {
     for (const auto& t : list) {
-      const bool shard = shard_only.count(t.name) != 0;
-      if (!shard) checkpoint::put_tensor(model_dict, t.name, t.tensor);
-      std::ostringstream shape;
-      shape << t.tensor.sizes();
-      tensors_json += (tensors_json.empty() ? "" : ", ") + std::string("\"") + json_escape(t.name) +
-                      "\": {\"shape\": \"" + shape.str() + "\", \"dtype\": \"" +
-                      std::string(c10::toString(t.tensor.scalar_type())) + "\"" +
-                      (shard ? ", \"sharded\": true" : "") + "}";
+      if (shard_only.count(t.name) != 0) continue;
+      checkpoint::put_tensor(model_dict, t.name, t.tensor);
+      records.push_back(shard_record("model." + t.name, shape_of(t.tensor.sizes()), "model",
+                                     model_dict, t.name, 0));
     }
   };
   if (!shard_only.empty()) {
@@ -172,33 +181,40 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
     add_model(model.named_parameters());
   }
   if (writer) add_model(model.named_buffers());
-  // Sharded: every rank writes its optimizer state and the values of its
-  // optimizer tensors (the fp32 master shards) to optimizer.rank<r>; meta.json
-  // records where each shard lies in its parameter.
-  std::string shards_json;
-  if (sharded) {
-    for (const auto& t : optim.state_tensors())
+  // The optimizer's state: sharded, every rank writes its own to
+  // optimizer.rank<r> with the values of its optimizer tensors (the fp32
+  // master shards, "<param>.param"); else rank 0 writes it whole. Each entry
+  // is a shard of its logical tensor: the parameter's range for a state of
+  // the parameter's size, the whole of anything else (a step).
+  const std::string own_stem = optimizer_stem(rank, sharded);
+  if (sharded || writer) {
+    std::map<std::string, const optim::OptimParam*> params;
+    for (const auto& p : optim.params()) params[p.name] = &p;
+    for (const auto& t : optim.state_tensors()) {
       checkpoint::put_tensor(optim_dict, t.name, t.tensor);
-    std::string mine;
-    for (const auto& p : optim.params()) {
-      checkpoint::put_tensor(optim_dict, p.name + kShardValueSuffix, p.param);
-      mine += std::string(mine.empty() ? "" : ", ") + "\"" + json_escape(p.name) +
-              "\": {\"full_shape\": " +
-              shape_json(p.full_shape.empty() ? p.param.sizes() : at::IntArrayRef(p.full_shape)) +
-              ", \"offset\": " + std::to_string(p.full_offset) +
-              ", \"numel\": " + std::to_string(p.param.numel()) + "}";
+      const optim::OptimParam* p = state_owner(params, t.name);
+      const bool like_param =
+          p != nullptr && t.tensor.dim() > 0 && t.tensor.numel() == p->param.numel();
+      records.push_back(
+          shard_record("optim." + t.name, like_param ? full_shape(*p) : shape_of(t.tensor.sizes()),
+                       own_stem, optim_dict, t.name, like_param ? p->full_offset : 0));
     }
-    const std::vector<std::string> all = world_.gather_strings(mine);
-    for (size_t r = 0; r < all.size(); ++r)
-      shards_json += std::string(r ? ",\n    " : "\n    ") + "{" + all[r] + "}";
-  } else if (writer) {
-    for (const auto& t : optim.state_tensors())
-      checkpoint::put_tensor(optim_dict, t.name, t.tensor);
+    if (sharded)
+      for (const auto& p : optim.params()) {
+        const std::string key = p.name + kShardValueSuffix;
+        checkpoint::put_tensor(optim_dict, key, p.param);
+        records.push_back(shard_record("master." + p.name, full_shape(p), own_stem, optim_dict, key,
+                                       p.full_offset));
+        if (shard_only.count(p.name) != 0)
+          records.push_back(shard_record("model." + p.name, full_shape(p), own_stem, optim_dict,
+                                         key, p.full_offset));
+      }
   }
   checkpoint::put_text(state_dict, "loop",
                        "{\"epochs_done\": " + std::to_string(progress.epochs_done) +
                            ", \"iters_done\": " + std::to_string(progress.iters_done) +
                            ", \"inner_done\": " + std::to_string(progress.inner_done) +
+                           ", \"global_batch\": " + std::to_string(progress.global_batch) +
                            ", \"world_size\": " + std::to_string(world_size) + "}");
   // Every rank's generators (they differ with diff_rank_seed, and dropout
   // draws from them): rows of (world_size, state bytes).
@@ -216,6 +232,25 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
     for (auto& [key, e] : own.entries) state_dict.entries["strategy." + key] = std::move(e);
   }
   hooks_.before_save(state_dict, dir.string());
+  if (writer)
+    for (const auto& [key, e] : state_dict.entries)
+      if (e.is_tensor)
+        records.push_back(shard_record("state." + key, e.shape, "state", state_dict, key, 0));
+  // Rank 0 merges every rank's shards into the table.
+  std::string tensors_json, index_problem;
+  {
+    const std::vector<std::string> all = world_.gather_strings(checkpoint::encode_records(records));
+    if (writer) {
+      std::vector<checkpoint::ShardRecord> every;
+      for (const std::string& text : all)
+        for (auto& r : checkpoint::decode_records(text)) every.push_back(std::move(r));
+      try {
+        tensors_json = checkpoint::index_json(checkpoint::merge_records(every), "  ");
+      } catch (const std::invalid_argument& e) {
+        index_problem = e.what();
+      }
+    }
+  }
   std::string files_json = "\"model\", ";
   if (sharded)
     for (int r = 0; r < world_size; ++r) files_json += "\"" + optimizer_stem(r, true) + "\", ";
@@ -223,25 +258,28 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
     files_json += "\"optimizer\", ";
   files_json += "\"state\"";
   const std::string meta =
-      "{\n  \"format_version\": 1,\n  \"runner\": \"runner-host " + opt_.runner_version +
-      "\",\n  \"name\": \"" + json_escape(name) +
-      "\",\n  \"epoch\": " + std::to_string(progress.epochs_done) +
+      "{\n  \"format_version\": " + std::to_string(checkpoint::kCheckpointFormatVersion) +
+      ",\n  \"runner\": \"runner-host " + opt_.runner_version + "\",\n  \"name\": \"" +
+      json_escape(name) + "\",\n  \"epoch\": " + std::to_string(progress.epochs_done) +
       ",\n  \"iter\": " + std::to_string(progress.iters_done) +
+      ",\n  \"samples_in_epoch\": " + std::to_string(progress.inner_done * progress.global_batch) +
       ",\n  \"world_size\": " + std::to_string(world_size) + ",\n  \"strategy\": \"" +
       json_escape(strategy_.type()) + "\",\n  \"checkpoint_io\": \"" +
-      json_escape(checkpoint_io_type_) + "\",\n  \"files\": [" + files_json +
-      "],\n  \"tensors\": {" + tensors_json + "}" +
+      json_escape(checkpoint_io_type_) + "\",\n  \"files\": [" + files_json + "]" +
       (shard_only.empty() ? std::string() : ",\n  \"model_state\": \"sharded\"") +
-      (sharded ? ",\n  \"optimizer_shards\": [" + shards_json + "\n  ]" : std::string()) +
-      ",\n  \"config\": \"" + json_escape(opt_.config_yaml) + "\"\n}\n";
+      ",\n  \"tensors\": " + tensors_json + ",\n  \"config\": \"" + json_escape(opt_.config_yaml) +
+      "\"\n}\n";
   // Rank 0 writes (every rank holds the same state under ddp); all ranks
   // learn whether it worked, so none goes on past a failed save.
   rh_ErrorCode code = RH_ERROR_OK;
   std::string failure;
-  const std::string own_stem = optimizer_stem(rank, sharded);
   if (writer) {
     bool told = !sharded || world_size == 1;  // the other ranks know where to write
     try {
+      if (!index_problem.empty())
+        throw host::HostError(
+            RH_ERROR_INTERNAL,
+            "checkpoint '" + name + "': the shards do not add up: " + index_problem);
       store_.save(name, {{"model", &model_dict}, {own_stem, &optim_dict}, {"state", &state_dict}},
                   meta, [&](const fs::path& tmp) {
                     if (told) return;
@@ -378,21 +416,39 @@ std::optional<fs::path> RunCheckpoints::choose_resume() {
 
 // ---- Load ------------------------------------------------------------------------
 
+namespace {
+
+// A checkpoint this runner can read (format 2: the tensor table).
+checkpoint::CheckpointMeta readable_meta(const fs::path& dir) {
+  checkpoint::CheckpointMeta meta = checkpoint::read_meta(dir);
+  if (meta.format_version != checkpoint::kCheckpointFormatVersion)
+    throw host::HostError(
+        RH_ERROR_FAILED_PRECONDITION,
+        "checkpoint " + dir.string() + " has format_version " +
+            std::to_string(meta.format_version) + "; this runner-host reads format " +
+            std::to_string(checkpoint::kCheckpointFormatVersion) +
+            " (docs/checkpoint-format.md). Format 1 (runner-host before the sharded layout) "
+            "has no tensor table: load_from: " +
+            (dir / "model.safetensors").string() + " starts from its weights");
+  return meta;
+}
+
+}  // namespace
+
 void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::path>& resume_dir,
                                   bool resuming_training) {
   if (resume_dir) {
-    const std::vector<std::string> sharded = checkpoint::read_meta(*resume_dir).sharded_tensors;
-    if (!sharded.empty() && (!resuming_training || strategy_.traits().sharded_model_state == 0))
-      throw host::HostError(
-          RH_ERROR_FAILED_PRECONDITION,
-          "cannot " + std::string(resuming_training ? "resume" : "evaluate") + " from " +
-              resume_dir->string() +
-              ": its trainable parameters were saved only as per-rank shards (fsdp "
-              "state_dict_type: sharded), which " +
-              (resuming_training ? strategy_.what() + " does not read back"
-                                 : std::string("only a training resume reads back")) +
-              "; resume it with the same fsdp settings, or save with state_dict_type: full");
-    checkpoint::LoadReport report = read_model(*resume_dir, "model", model, sharded);
+    const checkpoint::CheckpointMeta meta = readable_meta(*resume_dir);
+    // A strategy that rebuilds its parameters from the fp32 masters
+    // (sharded_model_state) takes them in resume(), from the masters' shards
+    // in any layout: those parameters are not read here, nor whole anywhere.
+    std::set<std::string> skip;
+    if (resuming_training && strategy_.traits().sharded_model_state != 0)
+      for (const auto& p : model.named_parameters())
+        if (meta.tensors.count("master." + p.name) != 0) skip.insert(p.name);
+    checkpoint::LoadReport report =
+        read_model(model_source(*resume_dir, meta, skip), resume_dir->string(), model,
+                   std::vector<std::string>(skip.begin(), skip.end()));
     if (!report.ok())
       throw host::HostError(
           RH_ERROR_FAILED_PRECONDITION,
@@ -406,27 +462,31 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
   const bool strict = lf->is_map() && lf->find("strict") ? lf->find("strict")->as_bool() : true;
   fs::path path = path_node->as_string();
   if (path.is_relative()) path = opt_.job_dir / path;
-  // A checkpoint directory (its model file) or a single weights file.
+  // A checkpoint directory (its model tensors, assembled from their shards
+  // when they are sharded) or a single weights file.
   if (!fs::exists(path))
     throw config::ConfigError(path_node->location(), path_node->path(),
                               "no such file or directory: " + path.string());
-  fs::path dir = path, stem = "model";
-  if (!fs::is_directory(path)) {
+  ModelSource source;
+  if (fs::is_directory(path)) {
+    checkpoint::CheckpointMeta meta;
+    try {
+      meta = readable_meta(path);
+    } catch (const host::HostError& e) {
+      throw config::ConfigError(path_node->location(), path_node->path(), e.what());
+    }
+    source = model_source(path, meta, {});
+  } else {
     // (Another checkpoint IO plugin names its own files.)
     if (checkpoint_io_type_ == "safetensors" && path.extension() != ".safetensors")
       throw config::ConfigError(
           path_node->location(), path_node->path(),
           path.string() + " is neither a checkpoint folder nor a .safetensors file");
-    dir = path.parent_path();
-    stem = path.stem();
+    source = [this, path](rh_StateDict& dict) {
+      store_.load(path.parent_path(), path.stem().string(), dict);
+    };
   }
-  if (fs::is_directory(path) && !checkpoint::read_meta(path).sharded_tensors.empty())
-    throw config::ConfigError(path_node->location(), path_node->path(),
-                              path.string() +
-                                  " holds its trainable parameters only as per-rank shards (fsdp "
-                                  "state_dict_type: sharded); load_from needs whole weights: "
-                                  "resume from it instead, or save with state_dict_type: full");
-  checkpoint::LoadReport report = read_model(dir, stem.string(), model, {});
+  checkpoint::LoadReport report = read_model(source, path.string(), model, {});
   if (!report.ok()) {
     if (strict || !report.mismatched.empty())
       throw host::HostError(
@@ -437,20 +497,47 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
   spdlog::info("loaded weights from {}", path.string());
 }
 
-// The model file `stem` of `dir` into the model. With the strategy's
-// load_from_root trait only rank 0 reads it, when it holds every tensor of
+// The model tensors of a checkpoint but `skip`: its model file as it is when
+// that holds each of them whole, else each one assembled from its shards.
+RunCheckpoints::ModelSource RunCheckpoints::model_source(const fs::path& dir,
+                                                         const checkpoint::CheckpointMeta& meta,
+                                                         const std::set<std::string>& skip) const {
+  std::vector<std::string> wanted;
+  bool whole_in_file = true;
+  for (const auto& [logical, t] : meta.tensors) {
+    if (logical.rfind("model.", 0) != 0) continue;
+    const std::string name = logical.substr(6);
+    if (skip.count(name) != 0) continue;
+    wanted.push_back(logical);
+    whole_in_file = whole_in_file && t.shards.size() == 1 && t.shards[0].file == "model" &&
+                    t.shards[0].key == name;
+  }
+  if (whole_in_file && skip.empty())
+    return [this, dir](rh_StateDict& dict) { store_.load(dir, "model", dict); };
+  auto index = std::make_shared<checkpoint::TensorIndex>(meta.tensors);
+  return [this, dir, index, wanted](rh_StateDict& dict) {
+    const checkpoint::ShardReader reader(store_, dir, *index);
+    std::vector<checkpoint::ShardReader::Request> requests;
+    for (const std::string& logical : wanted)
+      requests.push_back(reader.whole(logical, logical.substr(6)));
+    reader.read(requests, dict);
+  };
+}
+
+// The model tensors `source` gives into the model. With the strategy's
+// load_from_root trait only rank 0 reads them, when they are every tensor of
 // the model as it is: per unit rank 0 writes the whole values and the
 // strategy hands every rank its shards (ROOT_PREPARE / ROOT_ADOPT); the
-// buffers are broadcast. Otherwise every rank reads it (load_model).
-checkpoint::LoadReport RunCheckpoints::read_model(const fs::path& dir, const std::string& stem,
-                                                  model::Model& model,
+// buffers are broadcast. Otherwise every rank reads them (load_model).
+checkpoint::LoadReport RunCheckpoints::read_model(const ModelSource& source,
+                                                  const std::string& what, model::Model& model,
                                                   const std::vector<std::string>& sharded) {
   const rh_StrategyTraits t = strategy_.traits();
   const bool root = t.load_from_root != 0 && t.load_phase == RH_LOAD_AFTER_WRAP &&
                     world_.size() > 1 && sharded.empty();
   rh_StateDict dict;
   if (!root) {
-    store_.load(dir, stem, dict);
+    source(dict);
     return load_model(dict, model, sharded);
   }
   const bool reader = world_.rank() == 0;
@@ -459,7 +546,7 @@ checkpoint::LoadReport RunCheckpoints::read_model(const fs::path& dir, const std
   std::exception_ptr failed;
   if (reader) {
     try {
-      store_.load(dir, stem, dict);
+      source(dict);
       // Every tensor of the model, as it is, and nothing else.
       std::vector<model::NamedTensor> all = model.named_parameters();
       all.insert(all.end(), buffers.begin(), buffers.end());
@@ -472,10 +559,10 @@ checkpoint::LoadReport RunCheckpoints::read_model(const fs::path& dir, const std
   decision = world_.broadcast_string(decision);
   if (failed) std::rethrow_exception(failed);
   if (decision.rfind("error\n", 0) == 0)
-    throw host::HostError(RH_ERROR_IO, "rank 0 could not read " + (dir / stem).string() +
+    throw host::HostError(RH_ERROR_IO, "rank 0 could not read the model tensors of " + what +
                                            " (its log says why): " + decision.substr(6));
   if (decision == "all") {  // what is missing or different is reported on every rank
-    if (!reader) store_.load(dir, stem, dict);
+    if (!reader) source(dict);
     return load_model(dict, model, sharded);
   }
   each_unit(model, RH_UNIT_PARAMS_ROOT_PREPARE, RH_UNIT_PARAMS_ROOT_ADOPT,
@@ -487,31 +574,30 @@ checkpoint::LoadReport RunCheckpoints::read_model(const fs::path& dir, const std
   for (const auto& b : buffers) values.push_back(b.tensor);
   world_.broadcast_tensors(values);
   if (reader)
-    spdlog::info("{}: read by rank 0 alone; every rank received its shards through {}",
-                 (dir / stem).string(), strategy_.what());
+    spdlog::info("{}: read by rank 0 alone; every rank received its shards through {}", what,
+                 strategy_.what());
   return {};
 }
 
 // Into the model as built (before Wrap), or through the strategy one unit at
 // a time (load_phase after_wrap: it takes the whole values into its shards).
+// `sharded`: parameters the strategy rebuilds from its masters (resume()):
+// neither read nor reported.
 checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, model::Model& model,
                                                   const std::vector<std::string>& sharded) {
   std::vector<model::NamedTensor> targets = model.named_parameters();
   std::vector<model::NamedTensor> buffers = model.named_buffers();
   targets.insert(targets.end(), buffers.begin(), buffers.end());
   if (!sharded.empty()) {
-    // The shards come with the optimizer's state (resume()); the strategy
-    // rebuilds its parameters from them (StateImport). Only the whole
-    // tensors are read here, into the model as it is.
+    // Only the other tensors are read here, into the model as it is.
     const std::set<std::string> skip(sharded.begin(), sharded.end());
     std::vector<model::NamedTensor> whole;
     for (const auto& t : targets)
       if (skip.count(t.name) == 0) whole.push_back(t);
-    checkpoint::LoadReport report = checkpoint::load_into(dict, "", whole);
-    for (const auto& t : targets)
-      if (skip.count(t.name) != 0 && dict.entries.count(t.name) != 0)
-        report.unexpected.push_back(t.name);
-    return report;
+    rh_StateDict rest;
+    for (const auto& [key, e] : dict.entries)
+      if (skip.count(key) == 0) rest.entries[key] = e;
+    return checkpoint::load_into(rest, "", whole);
   }
   if (strategy_.traits().load_phase != RH_LOAD_AFTER_WRAP)
     return checkpoint::load_into(dict, "", targets);
@@ -533,83 +619,139 @@ checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, mode
 }
 
 RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& optim,
-                                   c10::Device device) {
-  rh_StateDict optim_dict;
+                                   c10::Device device, int64_t global_batch) {
+  const checkpoint::CheckpointMeta meta = readable_meta(dir);
+  resumed_strategy_ = meta.strategy;
   resumed_state_ = rh_StateDict{};
   rh_StateDict& state_dict = resumed_state_;
   store_.load(dir, "state", state_dict);
   YAML::Node loop = YAML::Load(checkpoint::get_text(state_dict, "loop"));
-  // The data position counts batches of this world's sampler split: with
-  // another world size it would name other samples.
-  // (Checkpoints written before the world size was recorded are not checked.)
   const int64_t world_size = world_.size();
-  const int64_t saved_world = loop["world_size"] ? loop["world_size"].as<int64_t>() : world_size;
-  if (saved_world != world_size)
-    throw host::HostError(
-        RH_ERROR_FAILED_PRECONDITION,
-        "cannot resume from " + dir.string() + ": it was written by a world of " +
-            std::to_string(saved_world) + " rank(s), this run has " + std::to_string(world_size) +
-            " (resuming needs the same world size; load_from: <checkpoint> starts from its "
-            "weights instead)");
-  const bool sharded = strategy_.traits().sharded_checkpoint != 0;
-  const std::string stem = optimizer_stem(world_.rank(), sharded);
-  const std::vector<std::string> files = checkpoint::read_meta(dir).files;
-  if (std::find(files.begin(), files.end(), stem) == files.end())
-    throw host::HostError(
-        RH_ERROR_FAILED_PRECONDITION,
-        "cannot resume from " + dir.string() + ": it has no '" + stem + "' (" +
-            (sharded ? "written by a strategy that does not shard its optimizer state; "
-                     : "written with sharded optimizer state; ") +
-            strategy_.what() +
-            " resumes only checkpoints of its own layout; load_from: <checkpoint> starts from "
-            "its weights instead)");
-  store_.load(dir, stem, optim_dict);
-  std::vector<model::NamedTensor> optim_state;
-  std::map<std::string, at::Tensor> values;  // sharded: the optimizer tensors' own values
-  const std::string suffix = kShardValueSuffix;
-  for (const auto& [key, e] : optim_dict.entries) {
-    if (!e.is_tensor) continue;
-    if (sharded && key.size() > suffix.size() &&
-        key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0)
-      values[key.substr(0, key.size() - suffix.size())] = checkpoint::get_tensor(optim_dict, key);
-    else
-      optim_state.push_back({key, checkpoint::get_tensor(optim_dict, key)});
-  }
-  optim.load_state_tensors(optim_state);
-  if (sharded) {
-    torch::NoGradGuard no_grad;
-    for (const auto& p : optim.params()) {
-      const auto it = values.find(p.name);
-      if (it == values.end() || it->second.sizes() != p.param.sizes() ||
-          it->second.scalar_type() != p.param.scalar_type())
-        throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
-                              "cannot resume from " + dir.string() + ": " + stem + " has " +
-                                  (it == values.end() ? "no value" : "another shape or dtype") +
-                                  " for shard '" + p.name + "' of rank " +
-                                  std::to_string(world_.rank()) +
-                                  " (written with another shard layout)");
-      p.param.copy_(it->second);
+  const int64_t saved_world = loop["world_size"].as<int64_t>();
+  const std::string what = "checkpoint " + dir.string();
+
+  // The optimizer's state, resharded: each of this rank's parameters (or
+  // shards of them) takes its range of every logical "optim.<param>.<field>"
+  // (a state of another size, the step, whole), and its fp32 master values
+  // from "master.<param>" when the checkpoint has them.
+  const checkpoint::ShardReader reader(store_, dir, meta.tensors);
+  std::vector<checkpoint::ShardReader::Request> requests;
+  std::map<std::string, const optim::OptimParam*> masters;
+  for (const auto& p : optim.params()) {
+    const std::vector<int64_t> full = full_shape(p);
+    const std::vector<int64_t> shard = shape_of(p.param.sizes());
+    int64_t full_numel = 1;
+    for (int64_t d : full) full_numel *= d;
+    auto mismatch = [&](const std::string& logical, const checkpoint::LogicalTensor& t) {
+      std::ostringstream msg;
+      msg << what << " does not match the model: '" << logical << "' is "
+          << at::IntArrayRef(t.shape) << ", parameter '" << p.name << "' is "
+          << at::IntArrayRef(full);
+      return host::HostError(RH_ERROR_FAILED_PRECONDITION, msg.str());
+    };
+    const std::string prefix = "optim." + p.name + ".";
+    for (auto it = meta.tensors.lower_bound(prefix);
+         it != meta.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+      const std::string field = it->first.substr(prefix.size());
+      if (field.find('.') != std::string::npos) continue;  // another parameter's ("a" vs "a.b")
+      const checkpoint::LogicalTensor& t = it->second;
+      const std::string key = p.name + "." + field;
+      if (!t.shape.empty() && t.numel() != 1 && t.shape != full) throw mismatch(it->first, t);
+      if (t.shape == full && !full.empty())
+        requests.push_back({it->first, p.full_offset, p.param.numel(), shard, key});
+      else
+        requests.push_back(reader.whole(it->first, key));
+    }
+    const auto m = meta.tensors.find("master." + p.name);
+    if (m != meta.tensors.end()) {
+      if (m->second.shape != full) throw mismatch(m->first, m->second);
+      requests.push_back({m->first, p.full_offset, p.param.numel(), shard, m->first});
+      masters[m->first] = &p;
+    } else if (strategy_.traits().sharded_model_state != 0) {
+      throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                            what + " has no values for parameter '" + p.name + "' (no 'master." +
+                                p.name + "'), which " + strategy_.what() + " rebuilds from them");
     }
   }
+  rh_StateDict optim_dict;
+  reader.read(requests, optim_dict);
+  std::vector<model::NamedTensor> optim_state;
+  for (const auto& [key, e] : optim_dict.entries)
+    if (masters.count(key) == 0)
+      optim_state.push_back({key, checkpoint::get_tensor(optim_dict, key)});
+  try {
+    optim.load_state_tensors(optim_state);
+  } catch (const std::invalid_argument& e) {
+    throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                          "cannot resume from " + dir.string() + ": " + e.what());
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& [key, p] : masters) {
+      const at::Tensor value = checkpoint::get_tensor(optim_dict, key);
+      // The masters are float32; a parameter of another dtype (an unsharded
+      // strategy's bf16 weights) has its value from the model file.
+      if (value.scalar_type() == p->param.scalar_type()) p->param.copy_(value);
+    }
+  }
+
   RunProgress p;
   p.epochs_done = loop["epochs_done"].as<int64_t>();
   p.iters_done = loop["iters_done"].as<int64_t>();
-  p.inner_done = loop["inner_done"].as<int64_t>();
-  // This rank's row of the generators' states (a 1-D state: a checkpoint of
-  // runner-host 0.1, which saved rank 0's for every rank).
-  auto row = [&](const char* key) {
+  p.global_batch = global_batch;
+  // The data position in samples of the epoch's global order: the same
+  // samples come next whatever the world size and per-rank batch.
+  const int64_t saved_batch = loop["global_batch"] ? loop["global_batch"].as<int64_t>() : 0;
+  const int64_t inner = loop["inner_done"].as<int64_t>();
+  if (saved_batch <= 0 || global_batch <= 0 || saved_batch == global_batch) {
+    p.inner_done = inner;
+  } else {
+    const int64_t samples = inner * saved_batch;
+    p.inner_done = (samples + global_batch - 1) / global_batch;
+    if (world_.rank() == 0) {
+      if (samples % global_batch == 0)
+        spdlog::info(
+            "resume: {} sample(s) of epoch {} were done in global batches of {}; this run takes "
+            "{} per iteration and continues at batch {}",
+            samples, p.epochs_done, saved_batch, global_batch, p.inner_done);
+      else
+        spdlog::warn(
+            "resume: {} sample(s) of epoch {} were done in global batches of {}; this run takes "
+            "{} per iteration, which does not divide them: it continues at batch {}, so samples "
+            "{}..{} of the epoch's order are not trained on this epoch",
+            samples, p.epochs_done, saved_batch, global_batch, p.inner_done, samples,
+            p.inner_done * global_batch - 1);
+    }
+  }
+  if (saved_world != world_size && world_.rank() == 0)
+    spdlog::info(
+        "resume: {} was written by {} rank(s) with strategy {}; resharded to {} rank(s) "
+        "with {}",
+        dir.string(), saved_world, meta.strategy, world_size, strategy_.what());
+  // This rank's row of the generators' states. Another world size: rank r
+  // takes row r where there is one; the others keep their seeded generator.
+  auto row = [&](const char* key) -> std::optional<at::Tensor> {
     at::Tensor t = checkpoint::get_tensor(state_dict, key);
-    return (t.dim() == 2 ? t[world_.rank()] : t).contiguous().clone();
+    if (t.dim() != 2) return t.contiguous().clone();
+    if (world_.rank() >= t.size(0)) return std::nullopt;
+    return t[world_.rank()].contiguous().clone();
   };
+  if (saved_world != world_size && world_.rank() == 0)
+    spdlog::info(
+        "resume: the checkpoint has the generators of {} rank(s); each of this run's "
+        "ranks below {} continues its row, the others keep their seeded generators",
+        saved_world, saved_world);
   at::Generator rng = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
-  {
+  if (auto state = row("rng.cpu")) {
     std::lock_guard<std::mutex> lock(rng.mutex());
-    rng.set_state(row("rng.cpu"));
+    rng.set_state(*state);
   }
   if (device.is_cuda() && state_dict.entries.count("rng.cuda") != 0) {
-    at::Generator cuda_rng = at::globalContext().defaultGenerator(device);
-    std::lock_guard<std::mutex> lock(cuda_rng.mutex());
-    cuda_rng.set_state(row("rng.cuda"));
+    if (auto state = row("rng.cuda")) {
+      at::Generator cuda_rng = at::globalContext().defaultGenerator(device);
+      std::lock_guard<std::mutex> lock(cuda_rng.mutex());
+      cuda_rng.set_state(*state);
+    }
   }
   return p;
 }
@@ -619,8 +761,13 @@ void RunCheckpoints::finish_resume(const fs::path& dir) {
   const auto& vt = strategy_.vtable();
   if (vt.StateImport) {
     rh_StateDict own;
-    for (const auto& [key, e] : resumed_state_.entries)
-      if (key.rfind("strategy.", 0) == 0) own.entries[key.substr(9)] = e;
+    if (resumed_strategy_ == strategy_.type()) {
+      for (const auto& [key, e] : resumed_state_.entries)
+        if (key.rfind("strategy.", 0) == 0) own.entries[key.substr(9)] = e;
+    } else if (world_.rank() == 0) {
+      spdlog::info("resume: {} was written by strategy '{}'; {} starts its own state afresh",
+                   dir.string(), resumed_strategy_, strategy_.what());
+    }
     check(strategy_, "StateImport", vt.StateImport(strategy_.handle(), &own));
   }
   resumed_state_ = rh_StateDict{};

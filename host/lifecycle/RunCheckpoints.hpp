@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 
 namespace rh::checkpoint {
 class CheckpointStore;
+struct CheckpointMeta;
 struct LoadReport;
 }  // namespace rh::checkpoint
 namespace rh::model {
@@ -41,6 +43,10 @@ struct RunProgress {
   int64_t epochs_done = 0;  // finished (data) epochs
   int64_t iters_done = 0;   // train iterations
   int64_t inner_done = 0;   // batches done in the current epoch
+  // Samples one iteration takes from the epoch's global order (batch_size x
+  // world size): the data position is inner_done x global_batch samples,
+  // which another world size or batch size resumes from.
+  int64_t global_batch = 0;
 };
 
 class RunCheckpoints {
@@ -63,12 +69,16 @@ class RunCheckpoints {
   // rank learns whether that worked). Throws HostError when it did not.
   void save(const std::string& name, const RunProgress& progress, model::Model& model,
             optim::OptimWrapper& optim, c10::Device device);
-  // Resume, part 1: the optimizer state, the loop counters and this rank's
-  // generators. The caller then applies its schedulers and run state.
+  // Resume, part 1: the optimizer state (and a sharding strategy's fp32
+  // masters), resharded to this run's parameters from whatever layout wrote
+  // them; the loop counters, with the data position converted to this run's
+  // `global_batch`; this rank's generators. The caller then applies its
+  // schedulers and run state.
   RunProgress resume(const std::filesystem::path& dir, optim::OptimWrapper& optim,
-                     c10::Device device);
+                     c10::Device device, int64_t global_batch);
   // Resume, part 2: after_load_checkpoint (the hooks' state), then the
-  // strategy's StateImport.
+  // strategy's StateImport (given the strategy.* state only when the same
+  // strategy wrote the checkpoint; another one's is not its to read).
   void finish_resume(const std::filesystem::path& dir);
 
   // The iteration of the last successful save (-1: none yet).
@@ -79,7 +89,12 @@ class RunCheckpoints {
   bool through_strategy() const;                         // the strategy has UnitParams
   void each_unit(model::Model& model, rh_UnitParamsOp first, rh_UnitParamsOp then,
                  const std::function<void(std::vector<model::NamedTensor>&)>& fn);
-  checkpoint::LoadReport read_model(const std::filesystem::path& dir, const std::string& stem,
+  // Fills a dict with model tensors by their model names (a whole file, or
+  // logical tensors assembled from their shards).
+  using ModelSource = std::function<void(rh_StateDict&)>;
+  ModelSource model_source(const std::filesystem::path& dir, const checkpoint::CheckpointMeta& meta,
+                           const std::set<std::string>& skip) const;
+  checkpoint::LoadReport read_model(const ModelSource& source, const std::string& what,
                                     model::Model& model, const std::vector<std::string>& sharded);
   checkpoint::LoadReport load_model(const rh_StateDict& dict, model::Model& model,
                                     const std::vector<std::string>& sharded = {});
@@ -91,7 +106,8 @@ class RunCheckpoints {
   HookDispatcher& hooks_;
   host::StrategyInstance& strategy_;
   std::string checkpoint_io_type_;
-  rh_StateDict resumed_state_;  // between resume() and finish_resume()
+  rh_StateDict resumed_state_;    // between resume() and finish_resume()
+  std::string resumed_strategy_;  // the strategy that wrote it
   int64_t last_saved_iter_ = -1;
 };
 

@@ -192,8 +192,12 @@ struct Runner::State {
     schedulers->apply(0, 0);
     // 10. Resume the rest: optimizer, schedulers, counters, RNG, data
     // position; then the hooks' and the strategy's own state.
+    // The data position is counted in samples of the epoch's global order.
+    const auto global_batch =
+        static_cast<int64_t>(train_loader->options().batch_size) * world->size();
+    progress.global_batch = global_batch;
     if (resume_dir) {
-      progress = checkpoints->resume(*resume_dir, *optim, device);
+      progress = checkpoints->resume(*resume_dir, *optim, device, global_batch);
       schedulers->apply(progress.iters_done, progress.epochs_done);
       set_state(RH_MODE_TRAIN, progress.epochs_done, progress.iters_done, progress.inner_done);
       checkpoints->finish_resume(*resume_dir);

@@ -221,7 +221,7 @@ RH_ABI_PIN_OFFSET(rh_StrategyTraits, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, load_phase, 8);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, needs_comm, 12);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, sharded_checkpoint, 16);
-RH_ABI_PIN_OFFSET(rh_StrategyTraits, input_dtype, 20); /* 1.3 */
+RH_ABI_PIN_OFFSET(rh_StrategyTraits, input_dtype, 20);         /* 1.3 */
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, sharded_model_state, 24); /* 1.4 */
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, load_from_root, 28);      /* 1.4 */
 RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_TRAITS_STRUCT_SIZE, rh_StrategyTraits, 32);
@@ -290,7 +290,14 @@ RH_ABI_PIN_OFFSET(rh_CheckpointFileArgs, stem, 24);
 RH_ABI_PIN_OFFSET(rh_CheckpointFileArgs, dict, 40);
 RH_ABI_PIN_STRUCT_SIZE(RH_CHECKPOINT_FILE_ARGS_STRUCT_SIZE, rh_CheckpointFileArgs, 48);
 
-RH_ABI_PIN_SIZE(rh_CheckpointIoVtable, 56);
+RH_ABI_PIN_SIZE(rh_CheckpointSlice, 40);
+RH_ABI_PIN_OFFSET(rh_CheckpointSlice, struct_size, 0);
+RH_ABI_PIN_OFFSET(rh_CheckpointSlice, key, 8);
+RH_ABI_PIN_OFFSET(rh_CheckpointSlice, offset, 24);
+RH_ABI_PIN_OFFSET(rh_CheckpointSlice, numel, 32);
+RH_ABI_PIN_STRUCT_SIZE(RH_CHECKPOINT_SLICE_STRUCT_SIZE, rh_CheckpointSlice, 40);
+
+RH_ABI_PIN_SIZE(rh_CheckpointIoVtable, 64);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Create, 8);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Destroy, 16);
@@ -298,7 +305,8 @@ RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Save, 24);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Load, 32);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Verify, 40);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Flush, 48);
-RH_ABI_PIN_STRUCT_SIZE(RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE, rh_CheckpointIoVtable, 56);
+RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, LoadSlices, 56);
+RH_ABI_PIN_STRUCT_SIZE(RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE, rh_CheckpointIoVtable, 64);
 
 /* ---- rh_plugin.h --------------------------------------------------------- */
 

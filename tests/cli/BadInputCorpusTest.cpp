@@ -587,17 +587,21 @@ TEST_F(BadInputCorpusTest, CheckpointLoadFromAFileThatIsNoCheckpoint) {
                       " is neither a checkpoint folder nor a .safetensors file"});
 }
 
-// Resuming needs the world size that wrote the checkpoint; every rank says
-// so, prefixed with its rank by the launcher.
-TEST_F(BadInputCorpusTest, CheckpointResumeWithAnotherWorldSize) {
+// A checkpoint of the format before the tensor table (format_version 1) has
+// nothing to reshard from: resume says so and what to do instead.
+TEST_F(BadInputCorpusTest, CheckpointResumeOfAnOlderFormat) {
   with_checkpoint();
-  expect_job_refused(job_with("resume: auto\n"),
-                     "--nproc-per-node 2 --master-port 0 --set strategy.type=ddp", 1,
-                     {"[rank 1] runner-host: error: cannot resume from " + at("work/epoch_1") +
-                          ": it was written by a world of 1 rank(s), this run has 2 (resuming "
-                          "needs the same world size; load_from: <checkpoint> starts from its "
-                          "weights instead)",
-                      "runner-host launcher: rank "});
+  const fs::path meta = dir / "work/epoch_1/meta.json";
+  std::string text = rh::test::read_file(meta);
+  const std::string version = "\"format_version\": 2";
+  ASSERT_NE(text.find(version), std::string::npos);
+  text.replace(text.find(version), version.size(), "\"format_version\": 1");
+  dir.write("work/epoch_1/meta.json", text);
+  expect_job_refused(
+      job_with("resume: auto\n"), "", 1,
+      {"runner-host: error: checkpoint " + at("work/epoch_1") +
+           " has format_version 1; this runner-host reads format 2",
+       "load_from: " + at("work/epoch_1/model.safetensors") + " starts from its weights"});
 }
 
 }  // namespace

@@ -293,23 +293,6 @@ TEST_F(DistributedTest, DdpThroughSharedMemoryEqualsDdpOverTcpBitForBit) {
             rh::test::read_file(dir / "tcp/iter_20/model.safetensors"));
 }
 
-// The data position of a checkpoint counts batches of its world's sampler
-// split: another world size is refused, and says what to do instead.
-TEST_F(DistributedTest, ResumeWithAnotherWorldSizeIsRefused) {
-  const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 4}\n";
-  auto two = run("w", job("{type: ddp}", 8, "{by_epoch: false, max_iters: 4}", hooks), launch2());
-  ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_THAT(rh::test::read_file(dir / "w/iter_4/meta.json"), HasSubstr("\"world_size\": 2"));
-  const std::string before = rh::test::read_file(dir / "w/iter_4/model.safetensors");
-  auto one = run(
-      "w", job("{type: ddp}", 8, "{by_epoch: false, max_iters: 8}", hooks, "resume: auto\n"), "");
-  EXPECT_NE(one.exit_code, 0) << one.output;
-  EXPECT_THAT(one.output, HasSubstr("cannot resume from " + (dir / "w/iter_4").string() +
-                                    ": it was written by a world of 2 rank(s), this run has 1"));
-  EXPECT_THAT(one.output, HasSubstr("load_from"));
-  EXPECT_EQ(rh::test::read_file(dir / "w/iter_4/model.safetensors"), before);
-}
-
 TEST_F(DistributedTest, BucketsAreAllReducedDuringBackward) {
   // Small buckets: several per backward; the first ones must be issued
   // before backward returns (the strategy counts them as it issues them).

@@ -87,6 +87,20 @@ void PosixFile::write_all(const void* data, size_t size) {
   }
 }
 
+void PosixFile::write_at(uint64_t offset, const void* data, size_t size) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (size > 0) {
+    ssize_t n = ::pwrite(fd_, p, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_error(path_, "write failed", errno);
+    }
+    p += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+}
+
 void PosixFile::sync() {
   if (::fsync(fd_) != 0) io_error(path_, "fsync failed", errno);
 }

@@ -30,6 +30,8 @@ class PosixFile {
   // RH_ERROR_DATA_LOSS ("changed while being read").
   void read_at(uint64_t offset, void* data, size_t size) const;
   void write_all(const void* data, size_t size);
+  // Writes exactly `size` bytes at `offset` (pwrite; the file position stays).
+  void write_at(uint64_t offset, const void* data, size_t size);
   void sync();
   void close();
 

@@ -39,10 +39,10 @@
 #include <string_view>
 #include <vector>
 
-#include "Crc32.hpp"
 #include "Json.hpp"
 #include "PosixFile.hpp"
 #include "SafetensorsHeader.hpp"
+#include "rh/cpp/crc32.hpp"
 #include "rh/cpp/plugin.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -308,7 +308,7 @@ class SafetensorsCheckpointIo {
         throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
                             "safetensors: " + paths.file + ": the tensors' total size overflows");
       offset = s.entry.end;
-      if (checksum_) s.entry.crc32 = rh::ckpt::crc32_update(0, s.data, size);
+      if (checksum_) s.entry.crc32 = rh::crc32_update(0, s.data, size);
       header.tensors.push_back(s.entry);
     }
     // A header that no reader (ours or Hugging Face's) would accept is
@@ -336,7 +336,7 @@ class SafetensorsCheckpointIo {
     std::vector<int64_t> shape;
     for (const TensorEntry& t : f.header.tensors) {
       f.file.read_at(f.data_start + t.begin, buffer.data(), t.size());
-      if (t.crc32) check_crc(paths.file, t, rh::ckpt::crc32_update(0, buffer.data(), t.size()));
+      if (t.crc32) check_crc(paths.file, t, rh::crc32_update(0, buffer.data(), t.size()));
       if (starts_with(t.name, kBytesPrefix)) {
         if (t.dtype->name != "U8" || t.shape.size() != 1) {
           data_loss(paths.file, "tensor " + quoted(t.name) +
@@ -366,6 +366,48 @@ class SafetensorsCheckpointIo {
     }
   }
 
+  // Only the requested ranges, each one pread (resharding reads the pieces
+  // of other ranks' shards it needs; the whole checkpoint was verified when
+  // it was chosen).
+  void load_slices(const rh_CheckpointFileArgs& args, const rh_CheckpointSlice* slices, size_t n) {
+    const FilePaths paths = file_paths(args);
+    if (args.dict == nullptr)
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                          "safetensors LoadSlices: no state dict to fill");
+    if (n > 0 && slices == nullptr)
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "safetensors LoadSlices: no slices");
+    OpenedFile f = open_checked(paths.file);
+    std::vector<unsigned char> buffer;
+    for (size_t i = 0; i < n; ++i) {
+      const rh_CheckpointSlice& s = slices[i];
+      const std::string key = rh::to_string(s.key);
+      const auto t = std::find_if(f.header.tensors.begin(), f.header.tensors.end(),
+                                  [&](const TensorEntry& e) { return e.name == key; });
+      if (t == f.header.tensors.end() || starts_with(key, kBytesPrefix))
+        throw rh::Exception(RH_ERROR_NOT_FOUND,
+                            paths.file + ": no tensor " + quoted(key) + " to read a slice of");
+      const uint64_t elem = t->dtype->bytes();
+      const uint64_t numel = elem == 0 ? 0 : t->size() / elem;
+      if (s.offset < 0 || s.numel < 0 || static_cast<uint64_t>(s.offset) > numel ||
+          static_cast<uint64_t>(s.numel) > numel - static_cast<uint64_t>(s.offset))
+        throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                            paths.file + ": slice [" + std::to_string(s.offset) + ", +" +
+                                std::to_string(s.numel) + ") is outside tensor " + quoted(key) +
+                                " of " + std::to_string(numel) + " elements");
+      buffer.resize(static_cast<size_t>(s.numel) * elem);
+      f.file.read_at(f.data_start + t->begin + static_cast<uint64_t>(s.offset) * elem,
+                     buffer.data(), buffer.size());
+      int64_t shape = s.numel;
+      DLManagedTensor view{};
+      view.dl_tensor.data = buffer.data();
+      view.dl_tensor.device = DLDevice{kDLCPU, 0};
+      view.dl_tensor.ndim = 1;
+      view.dl_tensor.dtype = DLDataType{t->dtype->code, t->dtype->bits, 1};
+      view.dl_tensor.shape = &shape;
+      rh::check(host_, host_->StateDict_PutTensor(args.dict, key.data(), key.size(), &view));
+    }
+  }
+
   void verify(const rh_CheckpointFileArgs& args) {
     const FilePaths paths = file_paths(args);
     OpenedFile f = open_checked(paths.file);
@@ -377,7 +419,7 @@ class SafetensorsCheckpointIo {
       for (uint64_t done = 0; done < t.size();) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), t.size() - done));
         f.file.read_at(f.data_start + t.begin + done, chunk.data(), n);
-        crc = rh::ckpt::crc32_update(crc, chunk.data(), n);
+        crc = rh::crc32_update(crc, chunk.data(), n);
         done += n;
       }
       check_crc(paths.file, t, crc);
@@ -411,14 +453,8 @@ class SafetensorsCheckpointIo {
     try {
       PosixFile file = PosixFile::create(paths.tmp);
       rh::ckpt::BufferedWriter out(file);
-      unsigned char prefix[8];
-      uint64_t n = header.size();
-      for (unsigned char& b : prefix) {
-        b = static_cast<unsigned char>(n & 0xFFu);
-        n >>= 8;
-      }
-      out.write(prefix, sizeof prefix);
-      out.write(header.data(), header.size());
+      const std::string start = rh::ckpt::file_start(header);
+      out.write(start.data(), start.size());
       for (const Source& s : sources) out.write(s.data, s.entry.size());
       out.flush();
       file.sync();

@@ -189,6 +189,16 @@ std::string encode_header(const Header& h) {
   return out;
 }
 
+std::string file_start(const std::string& encoded_header) {
+  std::string out(8, '\0');
+  uint64_t n = encoded_header.size();
+  for (char& b : out) {
+    b = static_cast<char>(n & 0xFFu);
+    n >>= 8;
+  }
+  return out + encoded_header;
+}
+
 Header decode_header(std::string_view json, uint64_t file_size) {
   if (json.empty() || json.front() != '{')
     data_loss("invalid JSON header: it does not start with '{'");

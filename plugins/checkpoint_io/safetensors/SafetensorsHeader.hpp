@@ -78,6 +78,9 @@ constexpr int kMaxDims = 64;
 // entries follow h.tensors' order; every tensor with a crc32 gets its
 // "crc32:<name>" entry, and "checksum": "crc32" is written when they all do.
 std::string encode_header(const Header& h);
+// The first 8 + N bytes of a file: the header's length (little endian) and
+// the encoded header itself.
+std::string file_start(const std::string& encoded_header);
 
 // Parses and checks a header read from a file of `file_size` bytes whose
 // header length field said `json.size()`. Throws rh::Exception

@@ -336,7 +336,8 @@ class DdpStrategy {
     if (!get_longs(dict, kPlanParams, flat) || !get_longs(dict, kPlanLengths, lengths) ||
         !get_longs(dict, kPlanMeta, meta)) {
       log(RH_LOG_WARN,
-          "strategy 'ddp': the checkpoint has no bucket plan (written by an older runner-host): "
+          "strategy 'ddp': the checkpoint has no bucket plan (another strategy or an older "
+          "runner-host wrote it): "
           "buckets are planned again after the first step, so gradients may be summed in another "
           "order than in the run that wrote it");
       return;

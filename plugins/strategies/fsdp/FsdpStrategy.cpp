@@ -94,8 +94,6 @@ using rh::fsdp::ShardingStrategy;
 using rh::sharding::BufferPool;
 using rh::sharding::InFlight;
 
-constexpr const char* kLayout = "layout";  // sharding, world, S, N, units, each unit's block
-
 at::ScalarType scalar_type(Dtype d) {
   switch (d) {
     case Dtype::Float32:
@@ -397,8 +395,10 @@ class FsdpStrategy {
     }
   }
 
-  void state_export(rh_StateDict* dict) {
-    rh::put_longs(host_, dict, kLayout, layout());
+  // Nothing of the shards: the host saves them as slices of logical tensors
+  // and reshards them at resume (docs/checkpoint-format.md). Only what a
+  // full save held at once is reported.
+  void state_export(rh_StateDict*) {
     if (save_peak_numel_ >= 0 && !cfg_.sharded_state_dict) {
       // What a full state-dict save held whole at once (the checkpoint
       // test reads it): rank 0's and the most on any other rank.
@@ -419,18 +419,10 @@ class FsdpStrategy {
     save_peak_numel_ = -1;
   }
 
-  void state_import(const rh_StateDict* dict) {
-    std::vector<int64_t> saved;
-    if (!rh::get_longs(host_, dict, kLayout, saved, "strategy 'fsdp'"))
-      throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
-                          "strategy 'fsdp': the checkpoint has no strategy.layout (not written "
-                          "by fsdp)");
-    if (saved != layout())
-      throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
-                          "strategy 'fsdp': the checkpoint was written with another shard layout "
-                          "(sharding strategy, world size, shard group or units: " +
-                              join(saved) + " there, " + join(layout()) +
-                              " here); resuming needs the same ones");
+  // Whoever wrote the checkpoint, in whatever layout: the host has put this
+  // rank's ranges of the fp32 masters in place (resume), and every unit's
+  // parameters follow them.
+  void state_import(const rh_StateDict*) {
     // The masters are the checkpoint's now (the host restored them): every
     // unit's parameters follow them.
     for (Unit& u : units_) {
@@ -581,13 +573,6 @@ class FsdpStrategy {
     return f < 0 ? nullptr : &units_[static_cast<size_t>(f)];
   }
   Unit* root_unit() { return root_unit_ < 0 ? nullptr : &units_[static_cast<size_t>(root_unit_)]; }
-
-  std::vector<int64_t> layout() const {
-    std::vector<int64_t> l{static_cast<int64_t>(cfg_.sharding), world_size_, shards_,
-                           static_cast<int64_t>(units_.size())};
-    for (const Unit& u : units_) l.push_back(u.block);
-    return l;
-  }
 
   // ---- Copies between whole parameters, blocks and masters -------------------------
 
@@ -980,12 +965,6 @@ class FsdpStrategy {
 
   static double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-
-  static std::string join(const std::vector<int64_t>& v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
   }
 
   void put_metric(const std::string& name, double value) {

@@ -105,8 +105,7 @@ using Clock = std::chrono::steady_clock;
 using rh::zero::ZeroConfig;
 
 constexpr const char* kScaler =
-    "loss_scaler";                         // scale, cur_iter, last_overflow_iter, cur_hysteresis
-constexpr const char* kLayout = "layout";  // stage, world size, then each group's numel
+    "loss_scaler";  // scale, cur_iter, last_overflow_iter, cur_hysteresis
 
 using rh::sharding::BufferPool;
 using rh::sharding::InFlight;
@@ -426,11 +425,10 @@ class ZeroStrategy {
     }
   }
 
-  // The loss scaler's state and the layout it belongs to.
+  // The loss scaler's state and the step count. The shards themselves are
+  // the host's: it saves them as slices of logical tensors and reshards them
+  // for any stage and world size at resume (docs/checkpoint-format.md).
   void state_export(rh_StateDict* dict) {
-    std::vector<int64_t> layout{stage_, world_size_};
-    for (const Group& g : groups_) layout.push_back(g.numel);
-    put_longs(dict, kLayout, layout);
     if (scaler_) {
       const rh::zero::LossScalerState s = scaler_->state();
       at::Tensor t = at::tensor(
@@ -445,24 +443,9 @@ class ZeroStrategy {
     put_longs(dict, "steps", {steps_});
   }
 
+  // An empty dict: another strategy wrote the checkpoint (nothing of ours).
   void state_import(const rh_StateDict* dict) {
-    std::vector<int64_t> layout, steps;
-    if (!get_longs(dict, kLayout, layout))
-      throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
-                          "strategy 'zero': the checkpoint has no strategy.layout (not written "
-                          "by zero)");
-    std::vector<int64_t> mine{stage_, world_size_};
-    for (const Group& g : groups_) mine.push_back(g.numel);
-    if (layout != mine)
-      throw rh::Exception(
-          RH_ERROR_FAILED_PRECONDITION,
-          "strategy 'zero': the checkpoint was written with stage " +
-              std::to_string(layout.size() > 0 ? layout[0] : -1) + " on " +
-              std::to_string(layout.size() > 1 ? layout[1] : -1) + " rank(s) and " +
-              std::to_string(layout.size() > 2 ? layout.size() - 2 : 0) +
-              " group(s); this run has stage " + std::to_string(stage_) + " on " +
-              std::to_string(world_size_) + " rank(s) and " + std::to_string(groups_.size()) +
-              " group(s) (same stage, world size and reduce_bucket_size needed to resume)");
+    std::vector<int64_t> steps;
     if (get_longs(dict, "steps", steps) && steps.size() == 1) steps_ = steps[0];
     if (!scaler_) return;
     const DLManagedTensor* dl = nullptr;

@@ -41,6 +41,8 @@
  *        and resumed as each rank's shards: FSDP's sharded state dict),
  *        load_from_root (only rank 0 reads a model file; UnitParams
  *        ROOT_PREPARE / ROOT_ADOPT hand each rank its shards).
+ *   1.5  rh_CheckpointIoVtable: LoadSlices with rh_CheckpointSlice (a rank
+ *        reads only the ranges of stored shards it needs: resharding).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -53,7 +55,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 4
+#define RH_ABI_VERSION_MINOR 5
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

@@ -32,6 +32,18 @@ typedef struct rh_CheckpointFileArgs {
 } rh_CheckpointFileArgs;
 #define RH_CHECKPOINT_FILE_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_CheckpointFileArgs, dict)
 
+/* One contiguous range of a stored tensor (ABI 1.5): elements
+ * [offset, offset + numel) of the tensor `key` flattened in C order. A
+ * rank resuming on another world size reads only the pieces of the shards
+ * it needs (docs/checkpoint-format.md). */
+typedef struct rh_CheckpointSlice {
+  size_t struct_size;
+  rh_StringView key; /* tensor key in the file; borrowed */
+  int64_t offset;    /* first element, >= 0 */
+  int64_t numel;     /* elements, >= 0; offset + numel <= the tensor's numel */
+} rh_CheckpointSlice;
+#define RH_CHECKPOINT_SLICE_STRUCT_SIZE RH_STRUCT_SIZE(rh_CheckpointSlice, numel)
+
 typedef struct rh_CheckpointIoVtable {
   size_t struct_size;
   /* Required. Creates an instance from args->config (the `checkpoint_io:` map). */
@@ -52,8 +64,18 @@ typedef struct rh_CheckpointIoVtable {
   /* Optional. Waits until every Save issued so far is durable. NULL =
    * Save is synchronous. */
   rh_Error* (*Flush)(rh_CheckpointIoInstance* instance);
+  /* Optional (ABI 1.5). Reads only `slices` of the tensors of `stem` into
+   * args->dict: slice i becomes a 1-D tensor of slices[i].numel elements of
+   * the stored dtype under the key slices[i].key (each key at most once per
+   * call). Reads only those bytes (pread or mmap), so the checksums of whole
+   * tensors are not checked here: the host verifies a checkpoint before it
+   * resumes from it. A key that is not in the file is RH_ERROR_NOT_FOUND, a
+   * range beyond the tensor RH_ERROR_INVALID_ARGUMENT, each naming the file.
+   * NULL = the host calls Load and takes the ranges from the whole tensors. */
+  rh_Error* (*LoadSlices)(rh_CheckpointIoInstance* instance, const rh_CheckpointFileArgs* args,
+                          const rh_CheckpointSlice* slices, size_t num_slices);
 } rh_CheckpointIoVtable;
-#define RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_CheckpointIoVtable, Flush)
+#define RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_CheckpointIoVtable, LoadSlices)
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -57,6 +57,10 @@ RH_DETAIL_DETECT(has_unit_params,
 RH_DETAIL_DETECT(has_verify,
                  std::declval<T&>().verify(std::declval<const rh_CheckpointFileArgs&>()));
 RH_DETAIL_DETECT(has_flush, std::declval<T&>().flush());
+RH_DETAIL_DETECT(has_load_slices,
+                 std::declval<T&>().load_slices(std::declval<const rh_CheckpointFileArgs&>(),
+                                                std::declval<const rh_CheckpointSlice*>(),
+                                                size_t{}));
 
 // What every adapter allocates per instance: the host table (to build
 // errors) next to the user's object.
@@ -234,6 +238,12 @@ struct CheckpointIoAdapter {
       if constexpr (detail::has_flush<T>::value) unbox(c)->impl.flush();
     });
   }
+  static rh_Error* LoadSlices(rh_CheckpointIoInstance* c, const rh_CheckpointFileArgs* args,
+                              const rh_CheckpointSlice* slices, size_t n) {
+    return guard(unbox(c)->host, [&] {
+      if constexpr (detail::has_load_slices<T>::value) unbox(c)->impl.load_slices(*args, slices, n);
+    });
+  }
   static constexpr rh_CheckpointIoVtable vtable = {
       RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE,
       &detail::create<T, rh_CheckpointIoInstance>,
@@ -242,6 +252,7 @@ struct CheckpointIoAdapter {
       &Load,
       detail::has_verify<T>::value ? &Verify : nullptr,
       detail::has_flush<T>::value ? &Flush : nullptr,
+      detail::has_load_slices<T>::value ? &LoadSlices : nullptr,
   };
 };
 

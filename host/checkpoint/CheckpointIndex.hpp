@@ -1,0 +1,92 @@
+// The tensor table of a checkpoint's meta.json (docs/checkpoint-format.md):
+// every logical tensor (model weights, the optimizer's state and fp32
+// masters, the run's own state) with its global shape, dtype and the shards
+// that hold it. A shard is one contiguous range of the tensor flattened in
+// C order, stored as one tensor of one file; the shards of a tensor tile it
+// exactly. Every strategy writes this one layout, so any strategy on any
+// world size finds the elements it needs (resharding at load).
+//
+// Logical names: "model.<name>" (parameters and buffers, as the model names
+// them), "optim.<param>.<field>" (the optimizer's state: step, exp_avg,
+// exp_avg_sq, max_exp_avg_sq, momentum_buffer), "master.<param>" (a sharding
+// strategy's fp32 master values), "state.<key>" (generators, the strategy's
+// and the hooks' tensors).
+//
+// No LibTorch here: dtypes are safetensors' names (F32, BF16, I64, ...).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace rh::checkpoint {
+
+struct ShardRef {
+  std::string file;    // the file's stem: "model", "optimizer.rank1", ...
+  std::string key;     // the tensor's key in that file
+  int64_t offset = 0;  // its first element in the logical tensor (flattened, C order)
+  int64_t numel = 0;   // elements
+  uint32_t crc32 = 0;  // CRC-32 of the shard's bytes as stored (rh/cpp/crc32.hpp)
+};
+
+struct LogicalTensor {
+  std::vector<int64_t> shape;
+  std::string dtype;
+  std::vector<ShardRef> shards;  // by offset, tiling [0, numel())
+  int64_t numel() const;
+};
+
+using TensorIndex = std::map<std::string, LogicalTensor>;
+
+// One shard as a rank reports it (save): the logical tensor it belongs to.
+struct ShardRecord {
+  std::string tensor;
+  std::vector<int64_t> shape;  // the logical tensor's
+  std::string dtype;
+  ShardRef shard;
+};
+
+// Records <-> text lines, to gather every rank's records on rank 0.
+std::string encode_records(const std::vector<ShardRecord>& records);
+std::vector<ShardRecord> decode_records(const std::string& text);
+
+// Merges every rank's records into the table: records of the same tensor
+// must agree on shape and dtype; a range given by several ranks (a value
+// every rank holds, such as a shard's step) is kept once, from the first.
+// Throws std::invalid_argument naming the tensor when the shards do not
+// tile it exactly.
+TensorIndex merge_records(const std::vector<ShardRecord>& records);
+
+// The "tensors" object of meta.json (sorted by name, one line per tensor).
+std::string index_json(const TensorIndex& index, const std::string& indent);
+// Reads it back; throws std::invalid_argument naming the tensor and what is
+// wrong (unknown dtype, negative sizes, shards that do not tile it).
+TensorIndex parse_index(const YAML::Node& tensors);
+// The tiling check parse_index and merge_records make ("" when fine).
+std::string tiling_problem(const LogicalTensor& t);
+
+// Where elements [offset, offset + numel) of `t` lie: pieces of its shards in
+// order, each `numel` elements from `shard_offset` in the shard, going to
+// `dest_offset` of the requested range.
+struct Piece {
+  const ShardRef* shard;
+  int64_t shard_offset;
+  int64_t numel;
+  int64_t dest_offset;
+};
+std::vector<Piece> pieces_of(const LogicalTensor& t, int64_t offset, int64_t numel);
+
+// Bytes per element of a dtype name (0: unknown).
+size_t dtype_size(const std::string& dtype);
+
+}  // namespace rh::checkpoint
+
+namespace rh::checkpoint {
+// `s` as a JSON string literal, quotes included.
+std::string json_string(const std::string& s);
+}  // namespace rh::checkpoint

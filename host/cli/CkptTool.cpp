@@ -1,0 +1,331 @@
+#include "cli/CkptTool.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <optional>
+
+#include "PosixFile.hpp"
+#include "SafetensorsHeader.hpp"
+#include "checkpoint/CheckpointIndex.hpp"
+#include "checkpoint/CheckpointStore.hpp"
+#include "checkpoint/ShardReader.hpp"
+#include "config/ConfigNode.hpp"
+#include "config/YamlReader.hpp"
+#include "plugins/ComponentFactory.hpp"
+#include "plugins/HostError.hpp"
+#include "plugins/SearchPath.hpp"
+#include "rh/cpp/crc32.hpp"
+#include "rh/cpp/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rh::cli {
+namespace {
+
+constexpr int kExitDamaged = 1;
+constexpr int kExitUsage = 2;
+
+const char* kUsage =
+    "usage: runner-host ckpt inspect DIR\n"
+    "       runner-host ckpt consolidate DIR -o OUT.safetensors\n"
+    "       runner-host ckpt convert DIR --to torch -o OUT.pt\n"
+    "options: --plugin-path DIR (repeatable): where the checkpoint-IO plugin is found\n";
+
+struct ToolArgs {
+  std::string command;
+  fs::path dir;
+  fs::path out;
+  std::string to;
+  std::vector<std::string> plugin_paths;
+};
+
+// Throws std::invalid_argument with what is wrong.
+ToolArgs parse(const std::vector<std::string>& args) {
+  ToolArgs a;
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw std::invalid_argument(arg + " needs a value");
+      return args[++i];
+    };
+    if (arg == "-o" || arg == "--output")
+      a.out = value();
+    else if (arg == "--to")
+      a.to = value();
+    else if (arg == "--plugin-path")
+      a.plugin_paths.push_back(value());
+    else if (!arg.empty() && arg[0] == '-')
+      throw std::invalid_argument("unknown option " + arg);
+    else
+      positional.push_back(arg);
+  }
+  if (positional.empty()) throw std::invalid_argument("no command");
+  a.command = positional[0];
+  if (a.command != "inspect" && a.command != "consolidate" && a.command != "convert")
+    throw std::invalid_argument("unknown command '" + a.command + "'");
+  if (positional.size() != 2)
+    throw std::invalid_argument(a.command + " takes one checkpoint directory");
+  a.dir = fs::absolute(positional[1]).lexically_normal();
+  if (a.command != "inspect" && a.out.empty()) throw std::invalid_argument(a.command + " needs -o");
+  if (a.command == "inspect" && !a.out.empty())
+    throw std::invalid_argument("inspect writes nothing (no -o)");
+  if (a.command == "convert" && a.to != "torch")
+    throw std::invalid_argument("convert needs --to torch" +
+                                (a.to.empty() ? std::string() : " (got '" + a.to + "')"));
+  if (a.command != "convert" && !a.to.empty()) throw std::invalid_argument("--to is for convert");
+  return a;
+}
+
+std::string mb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+int64_t bytes_of(const checkpoint::LogicalTensor& t) {
+  return t.numel() * static_cast<int64_t>(checkpoint::dtype_size(t.dtype));
+}
+
+// The model tensors: "model.<name>" -> name, in the order an unsharded save
+// writes them (largest element first, then by name).
+std::vector<std::pair<std::string, const checkpoint::LogicalTensor*>> model_tensors(
+    const checkpoint::TensorIndex& index) {
+  std::vector<std::pair<std::string, const checkpoint::LogicalTensor*>> out;
+  for (const auto& [name, t] : index)
+    if (name.rfind("model.", 0) == 0) out.emplace_back(name.substr(6), &t);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    const size_t ea = checkpoint::dtype_size(a.second->dtype),
+                 eb = checkpoint::dtype_size(b.second->dtype);
+    return ea != eb ? ea > eb : a.first < b.first;
+  });
+  return out;
+}
+
+class Tool {
+ public:
+  Tool(const ToolArgs& args, host::PluginRegistry& registry, host::HostServices& services)
+      : args_(args), registry_(registry), services_(services) {}
+
+  int run() {
+    meta_ = checkpoint::read_meta(args_.dir);
+    if (meta_.format_version != checkpoint::kCheckpointFormatVersion)
+      throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                            "checkpoint " + args_.dir.string() + " has format_version " +
+                                std::to_string(meta_.format_version) + "; this tool reads format " +
+                                std::to_string(checkpoint::kCheckpointFormatVersion));
+    open_io();
+    if (args_.command == "inspect") return inspect();
+    if (args_.command == "consolidate") return consolidate();
+    return convert();
+  }
+
+ private:
+  // The checkpoint-IO component the checkpoint was written with, configured
+  // as its job configured it.
+  void open_io() {
+    const std::string config = read_config_text();
+    job_ = config::parse_yaml(config, (args_.dir / "meta.json").string() + " (config)");
+    const config::Node* spec = job_->find("checkpoint_io");
+    if (spec == nullptr)
+      throw host::HostError(RH_ERROR_DATA_LOSS, (args_.dir / "meta.json").string() +
+                                                    ": its config has no checkpoint_io");
+    factory_ = std::make_unique<host::ComponentFactory>(registry_, services_, args_.dir,
+                                                        args_.dir.parent_path().string());
+    io_ = factory_->create_checkpoint_io(*spec);
+    store_ = std::make_unique<checkpoint::CheckpointStore>(args_.dir.parent_path(), *io_);
+    reader_ = std::make_unique<checkpoint::ShardReader>(*store_, args_.dir, meta_.tensors);
+  }
+
+  std::string read_config_text() const {
+    const std::string path = (args_.dir / "meta.json").string();
+    std::string text;
+    if (const int err = config::read_text_file(path, text); err != 0)
+      throw host::HostError(RH_ERROR_IO, "cannot read " + path + ": " + std::strerror(err));
+    const YAML::Node meta = YAML::Load(text);
+    if (!meta["config"])
+      throw host::HostError(RH_ERROR_DATA_LOSS,
+                            (args_.dir / "meta.json").string() + " has no \"config\"");
+    return meta["config"].as<std::string>();
+  }
+
+  int inspect() {
+    std::cout << "checkpoint " << args_.dir.string() << ": format " << meta_.format_version
+              << ", iteration " << meta_.iter << ", written by " << meta_.strategy << " on "
+              << meta_.world_size << " rank(s) through " << io_->type() << "\n";
+    std::cout << "files:";
+    for (const std::string& f : meta_.files) std::cout << " " << f;
+    std::cout << "\n";
+    int64_t total = 0;
+    size_t shards = 0;
+    for (const auto& [name, t] : meta_.tensors) {
+      total += bytes_of(t);
+      shards += t.shards.size();
+      std::cout << "  " << name << "  " << t.dtype << " " << shape_str(t.shape) << "  "
+                << t.shards.size() << " shard(s):";
+      for (const auto& s : t.shards)
+        std::cout << " " << s.file << " [" << s.offset << ", " << s.offset + s.numel << ")";
+      std::cout << "\n";
+    }
+    std::cout << meta_.tensors.size() << " tensor(s) in " << shards << " shard(s), "
+              << mb(static_cast<double>(total)) << "\n";
+    // Every file through its plugin (sizes, its own checksums), then every
+    // shard against meta.json's CRC-32, one tensor at a time.
+    std::vector<std::string> problems;
+    const std::string why = store_->verify(args_.dir);
+    if (!why.empty()) problems.push_back(why);
+    for (const auto& [name, t] : meta_.tensors) {
+      std::vector<checkpoint::ShardReader::Request> requests;
+      for (size_t i = 0; i < t.shards.size(); ++i)
+        requests.push_back(
+            {name, t.shards[i].offset, t.shards[i].numel, std::nullopt, std::to_string(i)});
+      rh_StateDict got;
+      try {
+        reader_->read(requests, got);
+      } catch (const std::exception& e) {
+        problems.push_back(e.what());
+        continue;
+      }
+      for (size_t i = 0; i < t.shards.size(); ++i) {
+        const auto& bytes = got.entries.at(std::to_string(i)).bytes;
+        const uint32_t crc = rh::crc32_update(0, bytes.data(), bytes.size());
+        if (crc != t.shards[i].crc32) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, "crc32 %08x, meta.json says %08x", crc, t.shards[i].crc32);
+          problems.push_back((args_.dir / t.shards[i].file).string() + ": stored tensor '" +
+                             t.shards[i].key + "' (a shard of '" + name +
+                             "') is corrupted: " + buf);
+        }
+      }
+    }
+    if (problems.empty()) {
+      std::cout << "ok: every file verifies and every shard matches its checksum\n";
+      return 0;
+    }
+    for (const std::string& p : problems) std::cout << "damaged: " << p << "\n";
+    return kExitDamaged;
+  }
+
+  // One tensor at a time: the header (its length fixed: every checksum is 8
+  // hex digits) first with placeholder checksums, the data, then the header
+  // again with the checksums of what was written.
+  int consolidate() {
+    const auto tensors = model_tensors(meta_.tensors);
+    if (tensors.empty())
+      throw host::HostError(RH_ERROR_NOT_FOUND,
+                            "checkpoint " + args_.dir.string() + " has no model tensors");
+    ckpt::Header header;
+    header.metadata = {{"format", "pt"}};
+    uint64_t offset = 0;
+    for (const auto& [name, t] : tensors) {
+      ckpt::TensorEntry e;
+      e.name = name;
+      e.dtype = ckpt::dtype_by_name(t->dtype);
+      if (e.dtype == nullptr)
+        throw host::HostError(RH_ERROR_UNIMPLEMENTED, "tensor '" + name + "' has dtype " +
+                                                          t->dtype + ", which safetensors lacks");
+      for (int64_t d : t->shape) e.shape.push_back(static_cast<uint64_t>(d));
+      e.begin = offset;
+      e.end = offset + static_cast<uint64_t>(bytes_of(*t));
+      e.crc32 = 0;
+      offset = e.end;
+      header.tensors.push_back(std::move(e));
+    }
+    const fs::path out = fs::absolute(args_.out);
+    const std::string tmp = out.string() + ".tmp";
+    try {
+      ckpt::PosixFile file = ckpt::PosixFile::create(tmp);
+      const std::string placeholder = ckpt::encode_header(header);
+      const std::string start = ckpt::file_start(placeholder);
+      file.write_all(start.data(), start.size());
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        rh_StateDict one;
+        reader_->read({reader_->whole("model." + tensors[i].first, "t")}, one);
+        const auto& bytes = one.entries.at("t").bytes;
+        file.write_all(bytes.data(), bytes.size());
+        header.tensors[i].crc32 = rh::crc32_update(0, bytes.data(), bytes.size());
+      }
+      const std::string final_header = ckpt::encode_header(header);
+      if (final_header.size() != placeholder.size())
+        throw host::HostError(RH_ERROR_INTERNAL, "the header changed size");
+      file.write_at(8, final_header.data(), final_header.size());
+      file.sync();
+      file.close();
+      ckpt::rename_file(tmp, out.string());
+      ckpt::sync_directory(out.parent_path().string());
+    } catch (const rh::Exception& e) {
+      fs::remove(tmp);
+      throw host::HostError(e.code(), e.what());
+    } catch (...) {
+      fs::remove(tmp);
+      throw;
+    }
+    std::cout << "wrote " << out.string() << ": " << tensors.size() << " tensor(s), "
+              << mb(static_cast<double>(offset)) << ", from " << args_.dir.string() << "\n";
+    return 0;
+  }
+
+  int convert() {
+    std::map<std::string, rh_StateDict::Entry> tensors;
+    for (const auto& [name, t] : model_tensors(meta_.tensors)) {
+      rh_StateDict one;
+      reader_->read({reader_->whole("model." + name, "t")}, one);
+      tensors[name] = std::move(one.entries.at("t"));
+    }
+    const fs::path out = fs::absolute(args_.out);
+    write_torch_file(tensors, out);
+    std::cout << "wrote " << out.string() << ": " << tensors.size()
+              << " tensor(s) as a dict (torch.load)\n";
+    return 0;
+  }
+
+  const ToolArgs& args_;
+  host::PluginRegistry& registry_;
+  host::HostServices& services_;
+  checkpoint::CheckpointMeta meta_;
+  config::NodePtr job_;
+  std::unique_ptr<host::ComponentFactory> factory_;
+  std::unique_ptr<host::CheckpointIoInstance> io_;
+  std::unique_ptr<checkpoint::CheckpointStore> store_;
+  std::unique_ptr<checkpoint::ShardReader> reader_;
+};
+
+}  // namespace
+
+int run_ckpt_tool(const std::vector<std::string>& args, const fs::path& executable,
+                  host::PluginRegistry& registry, host::HostServices& services) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  ToolArgs a;
+  try {
+    a = parse(args);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "runner-host ckpt: error: " << e.what() << "\n" << kUsage;
+    return kExitUsage;
+  }
+  try {
+    registry.set_search_path(
+        host::plugin_search_dirs(a.plugin_paths, std::getenv("RH_PLUGIN_PATH"), executable, a.dir));
+    std::error_code ec;
+    if (!fs::is_directory(a.dir, ec))
+      throw host::HostError(RH_ERROR_NOT_FOUND, a.dir.string() + ": no such checkpoint directory");
+    return Tool(a, registry, services).run();
+  } catch (const std::exception& e) {
+    std::cerr << "runner-host ckpt " << a.command << ": error: " << e.what() << "\n";
+    return kExitDamaged;
+  }
+}
+
+}  // namespace rh::cli

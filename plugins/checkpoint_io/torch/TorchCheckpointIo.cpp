@@ -1,0 +1,199 @@
+// Checkpoint IO `torch`: each state dict becomes one file `<dir>/<stem>.pt`
+// that Python's torch.load reads as a dict (LibTorch's pickler writes
+// torch.save's zip format).
+//
+// Config:
+//   checkpoint_io:
+//     type: torch
+//
+// State dict -> file: a dict of str -> Tensor, every tensor as it is (CPU,
+// contiguous); a byte blob "k" becomes the uint8 tensor "__bytes__.k" (a
+// pickled dict of tensors has no bytes type), turned back into bytes by
+// Load. Save writes `<stem>.pt.tmp`, fsyncs it, renames it over `<stem>.pt`
+// and fsyncs the directory. Load and Verify unpickle the whole file: the
+// zip reader checks every record's size and CRC-32, so a truncated or
+// corrupted file is an RH_ERROR_DATA_LOSS error naming it. There is no
+// LoadSlices: a rank resuming on another world size loads the files it
+// needs whole (docs/checkpoint-format.md).
+#include <fcntl.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "rh/cpp/plugin.hpp"
+#include "rh/cpp/torch.hpp"
+
+namespace {
+
+constexpr const char* kBytesPrefix = "__bytes__.";
+
+[[noreturn]] void io_error(const std::string& what, int err) {
+  throw rh::Exception(RH_ERROR_IO, "torch checkpoint IO: " + what + ": " + std::strerror(err));
+}
+
+void fsync_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) io_error("cannot open " + path, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) io_error("cannot fsync " + path, err);
+}
+
+struct Paths {
+  std::string dir, file, tmp;
+};
+
+Paths paths_of(const rh_CheckpointFileArgs& args) {
+  const std::string dir = rh::to_string(args.dir), stem = rh::to_string(args.stem);
+  if (stem.empty() || stem == "." || stem == ".." || stem.find('/') != std::string::npos)
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                        "torch checkpoint IO: stem '" + stem + "' is not a plain file name");
+  Paths p;
+  p.dir = dir;
+  p.file = dir + (dir.empty() || dir.back() == '/' ? "" : "/") + stem + ".pt";
+  p.tmp = p.file + ".tmp";
+  return p;
+}
+
+class TorchCheckpointIo {
+ public:
+  explicit TorchCheckpointIo(const rh_CreateArgs& args) : host_(args.host) {
+    rh::Config cfg(args.host, args.config);  // no keys: an unknown one is refused
+  }
+
+  void save(const rh_CheckpointFileArgs& args) {
+    const Paths p = paths_of(args);
+    c10::Dict<std::string, at::Tensor> dict;
+    const size_t n = host_->StateDict_Size(args.dict);
+    for (size_t i = 0; i < n; ++i) {
+      const std::string key = rh::to_string(host_->StateDict_KeyAt(args.dict, i));
+      const DLManagedTensor* tensor = nullptr;
+      rh::ErrorPtr err(host_,
+                       host_->StateDict_GetTensor(args.dict, key.data(), key.size(), &tensor));
+      if (!err) {
+        dict.insert(key, rh::borrow_tensor(tensor).contiguous());
+        continue;
+      }
+      if (err.code() != RH_ERROR_NOT_FOUND) rh::check(host_, err.release());
+      rh_StringView bytes{};
+      rh::check(host_, host_->StateDict_GetBytes(args.dict, key.data(), key.size(), &bytes));
+      dict.insert(kBytesPrefix + key, at::from_blob(const_cast<char*>(bytes.data),
+                                                    {static_cast<int64_t>(bytes.size)}, at::kByte)
+                                          .clone());
+    }
+    const std::vector<char> data = torch::pickle_save(c10::IValue(dict));
+    try {
+      const int fd = ::open(p.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) io_error("cannot create " + p.tmp, errno);
+      size_t done = 0;
+      while (done < data.size()) {
+        const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+          const int err = errno;
+          ::close(fd);
+          io_error("cannot write " + p.tmp, err);
+        }
+        done += static_cast<size_t>(w);
+      }
+      if (::fsync(fd) != 0) {
+        const int err = errno;
+        ::close(fd);
+        io_error("cannot fsync " + p.tmp, err);
+      }
+      if (::close(fd) != 0) io_error("cannot close " + p.tmp, errno);
+      if (::rename(p.tmp.c_str(), p.file.c_str()) != 0)
+        io_error("cannot rename " + p.tmp + " to " + p.file, errno);
+    } catch (...) {
+      ::unlink(p.tmp.c_str());
+      throw;
+    }
+    fsync_path(p.dir, O_RDONLY | O_DIRECTORY);
+  }
+
+  void load(const rh_CheckpointFileArgs& args) {
+    const Paths p = paths_of(args);
+    const c10::Dict<c10::IValue, c10::IValue> dict = read(p.file);
+    for (const auto& item : dict) {
+      const std::string key = item.key().toStringRef();
+      const at::Tensor t = item.value().toTensor().contiguous();
+      if (key.rfind(kBytesPrefix, 0) == 0) {
+        const std::string name = key.substr(std::strlen(kBytesPrefix));
+        rh::check(host_, host_->StateDict_PutBytes(args.dict, name.data(), name.size(),
+                                                   t.data_ptr(), static_cast<size_t>(t.nbytes())));
+        continue;
+      }
+      DLManagedTensor* dl = rh::export_tensor(t);
+      rh_Error* err = host_->StateDict_PutTensor(args.dict, key.data(), key.size(), dl);
+      dl->deleter(dl);
+      rh::check(host_, err);
+    }
+  }
+
+  void verify(const rh_CheckpointFileArgs& args) { (void)read(paths_of(args).file); }
+
+ private:
+  // The whole file unpickled; what is not a dict of str -> Tensor, or does
+  // not unpickle, is DATA_LOSS naming the file.
+  static c10::Dict<c10::IValue, c10::IValue> read(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      if (errno == ENOENT)
+        throw rh::Exception(RH_ERROR_NOT_FOUND, file + ": no such file (a missing shard file)");
+      io_error("cannot open " + file, errno);
+    }
+    const std::vector<char> data((std::istreambuf_iterator<char>(in)),
+                                 std::istreambuf_iterator<char>());
+    c10::IValue value;
+    try {
+      value = torch::pickle_load(data);
+    } catch (const std::exception& e) {
+      throw rh::Exception(RH_ERROR_DATA_LOSS,
+                          file + ": not a readable torch.save file (truncated or corrupted): " +
+                              std::string(e.what()).substr(0, 300));
+    }
+    if (!value.isGenericDict())
+      throw rh::Exception(RH_ERROR_DATA_LOSS,
+                          file + ": holds a " + value.tagKind() + ", not a dict of tensors");
+    c10::Dict<c10::IValue, c10::IValue> dict = value.toGenericDict();
+    for (const auto& item : dict)
+      if (!item.key().isString() || !item.value().isTensor())
+        throw rh::Exception(RH_ERROR_DATA_LOSS,
+                            file + ": holds an entry that is not str -> Tensor");
+    return dict;
+  }
+
+  const rh_HostApi* host_;
+};
+
+const rh_Component kComponents[] = {
+    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_CHECKPOINT_IO, RH_STR("torch"),
+     RH_STR("state dicts as .pt files Python's torch.load reads (atomic write)"),
+     &rh::CheckpointIoAdapter<TorchCheckpointIo>::vtable},
+};
+
+const rh_PluginInfo kInfo = {
+    RH_PLUGIN_INFO_STRUCT_SIZE,
+    RH_ABI_VERSION_MAJOR,
+    RH_ABI_VERSION_MINOR,
+    RH_STR("rh_ckpt_io_torch"),
+    RH_STR("0.1.0"),
+    RH_NATIVE_TAG_TORCH,
+    kComponents,
+    1,
+    nullptr,
+    nullptr,
+};
+
+}  // namespace
+
+extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }

@@ -1,0 +1,162 @@
+// Resuming a checkpoint on another world size and under another strategy,
+// through the runner-host binary (docs/checkpoint-format.md):
+// - ddp on 2 ranks -> single on 1 rank; zero stage 2 on 2 -> fsdp
+//   full_shard on 4 -> zero stage 3 on 1; fsdp's sharded state dict on 2 ->
+//   single on 1: with the same global batch, every parameter within 1e-5
+//   (relative to its tensor's largest value) of the uninterrupted ddp run,
+//   at every hand-over and at the end;
+// - another global batch continues at the same sample of the epoch's order
+//   and says so;
+// - a model of other shapes is still refused, naming the tensor, and the
+//   checkpoint is left as it was.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/TestUtil.hpp"
+#include "distributed/DistributedTestUtil.hpp"
+
+namespace fs = std::filesystem;
+using rh::test::is_key_bias;
+using ::testing::HasSubstr;
+
+namespace {
+
+constexpr int kIters = 12;
+
+// A small gpt, no dropout (ranks of another world draw other streams), a
+// frozen block; `batch` per rank.
+std::string gpt_job(const std::string& strategy, int batch, int iters, int save_every,
+                    const std::string& extra = "", int dim = 32) {
+  return "seed: 7\n"
+         "model: {type: gpt, vocab_size: 96, block_size: 16, dim: " +
+         std::to_string(dim) +
+         ", depth: 3, heads: 2, dropout: 0.0, frozen: [blocks.0]}\n"
+         "data:\n"
+         "  train: {dataset: {type: char_lm, path: " +
+         std::string(RH_TEST_TEXT) +
+         ", block_size: 16, split: train},\n"
+         "          batch_size: " +
+         std::to_string(batch) +
+         ", shuffle: true, num_workers: 0}\n"
+         "optim_wrapper:\n"
+         "  optimizer: {type: AdamW, lr: 0.003, weight_decay: 0.1}\n"
+         "  clip_grad: {max_norm: 0.5}\n"
+         "param_scheduler: [{type: CosineAnnealingLR, by_epoch: false, T_max: " +
+         std::to_string(kIters) +
+         "}]\n"
+         "train_cfg: {by_epoch: false, max_iters: " +
+         std::to_string(iters) + "}\nstrategy: " + strategy +
+         "\nhooks:\n  - {type: checkpoint, by_epoch: false, interval: " +
+         std::to_string(save_every) + "}\n" + extra + "dist: {timeout_s: 30}\n";
+}
+
+std::string zero(int stage) {
+  return "{type: zero, zero_optimization: {stage: " + std::to_string(stage) + "}}";
+}
+
+class ReshardTest : public ::testing::Test {
+ protected:
+  rh::test::TempDir dir;
+
+  rh::test::CommandResult run(const std::string& name, const std::string& yaml, int ranks) {
+    return rh::test::run_job(dir, name, yaml, ranks);
+  }
+  fs::path at(const std::string& run, int iter) {
+    return dir / run / ("iter_" + std::to_string(iter));
+  }
+  std::string resume_from(const std::string& run, int iter) {
+    return "resume: " + at(run, iter).string() + "\n";
+  }
+  // The uninterrupted run: ddp on 2 ranks, 4 samples each.
+  void reference() {
+    auto ddp = run("ddp", gpt_job("{type: ddp}", 4, kIters, 4), 2);
+    ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  }
+  // `run`'s weights at `iter` against the uninterrupted run's.
+  void expect_like_reference(const std::string& name, int iter) {
+    SCOPED_TRACE(name + " at iteration " + std::to_string(iter));
+    rh::test::expect_close(at("ddp", iter) / "model.safetensors",
+                           at(name, iter) / "model.safetensors", 1e-5f, is_key_bias,
+                           0.003f * static_cast<float>(iter));
+  }
+};
+
+TEST_F(ReshardTest, DdpOnTwoRanksResumesAsSingleOnOne) {
+  reference();
+  auto first = run("first", gpt_job("{type: ddp}", 4, 6, 6), 2);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // One rank takes the global batch of 8.
+  auto second = run("second", gpt_job("{type: single}", 8, kIters, 6, resume_from("first", 6)), 1);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_THAT(second.output, HasSubstr("written by 2 rank(s) with strategy ddp; resharded to 1"));
+  EXPECT_THAT(second.output,
+              HasSubstr("resumed from " + at("first", 6).string() + " at epoch 0, iteration 6"));
+  expect_like_reference("second", kIters);
+}
+
+// Every hand-over changes the world size, the strategy and how the
+// optimizer state is cut: zero's flat ranges of buckets, fsdp's rows of
+// each parameter, then one rank holding everything.
+TEST_F(ReshardTest, ZeroTwoOnTwoToFsdpOnFourToZeroThreeOnOne) {
+  reference();
+  auto z2 = run("z2", gpt_job(zero(2), 4, 4, 4), 2);
+  ASSERT_EQ(z2.exit_code, 0) << z2.output;
+  expect_like_reference("z2", 4);
+  auto f4 =
+      run("f4",
+          gpt_job("{type: fsdp, sharding_strategy: full_shard}", 2, 8, 4, resume_from("z2", 4)), 4);
+  ASSERT_EQ(f4.exit_code, 0) << f4.output;
+  EXPECT_THAT(f4.output, HasSubstr("written by 2 rank(s) with strategy zero; resharded to 4"));
+  EXPECT_THAT(f4.output, HasSubstr("was written by strategy 'zero'"));
+  expect_like_reference("f4", 8);
+  auto z3 = run("z3", gpt_job(zero(3), 8, kIters, 4, resume_from("f4", 8)), 1);
+  ASSERT_EQ(z3.exit_code, 0) << z3.output;
+  EXPECT_THAT(z3.output, HasSubstr("written by 4 rank(s) with strategy fsdp; resharded to 1"));
+  expect_like_reference("z3", kIters);
+}
+
+// fsdp's sharded state dict has no whole weights anywhere: a single rank
+// assembles them from the two ranks' shards.
+TEST_F(ReshardTest, FsdpShardedStateDictResumesAsSingle) {
+  reference();
+  auto f = run(
+      "f",
+      gpt_job("{type: fsdp, sharding_strategy: full_shard, state_dict_type: sharded}", 4, 6, 6), 2);
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  EXPECT_THAT(rh::test::read_file(at("f", 6) / "meta.json"),
+              HasSubstr("\"model_state\": \"sharded\""));
+  auto s = run("s", gpt_job("{type: single}", 8, kIters, 6, resume_from("f", 6)), 1);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  expect_like_reference("s", kIters);
+}
+
+// The data position is samples of the epoch's order: 6 iterations of 2 x 4
+// are 48 samples, which 1 x 16 continues at batch 3, and 1 x 10 cannot
+// divide (it says which samples it passes over).
+TEST_F(ReshardTest, AnotherGlobalBatchContinuesAtTheSameSample) {
+  auto first = run("first", gpt_job("{type: ddp}", 4, 6, 6), 2);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  auto even = run("even", gpt_job("{type: single}", 16, 8, 8, resume_from("first", 6)), 1);
+  ASSERT_EQ(even.exit_code, 0) << even.output;
+  EXPECT_THAT(even.output, HasSubstr("48 sample(s) of epoch 0 were done in global batches of 8; "
+                                     "this run takes 16 per iteration and continues at batch 3"));
+  auto odd = run("odd", gpt_job("{type: single}", 10, 8, 8, resume_from("first", 6)), 1);
+  ASSERT_EQ(odd.exit_code, 0) << odd.output;
+  EXPECT_THAT(odd.output, HasSubstr("continues at batch 5, so samples 48..49 of the epoch's order "
+                                    "are not trained on this epoch"));
+}
+
+TEST_F(ReshardTest, AModelOfOtherShapesIsStillRefused) {
+  auto first = run("first", gpt_job(zero(2), 4, 2, 2), 2);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string before = rh::test::read_file(at("first", 2) / "optimizer.rank1.safetensors");
+  auto wider = run("wider", gpt_job("{type: single}", 8, 4, 2, resume_from("first", 2), 48), 1);
+  EXPECT_NE(wider.exit_code, 0) << wider.output;
+  EXPECT_THAT(wider.output, HasSubstr("does not match the model"));
+  EXPECT_THAT(wider.output, HasSubstr("embed.token.weight: checkpoint [96, 32] vs model [96, 48]"));
+  EXPECT_EQ(rh::test::read_file(at("first", 2) / "optimizer.rank1.safetensors"), before);
+}
+
+}  // namespace
