@@ -35,6 +35,8 @@ struct DataLoader::Impl {
   DistributedSampler sampler;
 
   std::vector<size_t> indices;  // this rank's indices for the epoch
+  size_t base = 0;              // the batch number of indices' first batch
+  size_t num_real = 0;          // real samples in indices (a prefix)
   size_t end = 0;               // batches in the epoch
   size_t next_claim = 0;        // the next batch a worker may start
   size_t next_deliver = 0;      // the next batch next() returns
@@ -51,16 +53,16 @@ struct DataLoader::Impl {
         options(o),
         sampler(d.size(), rank, world_size, o.shuffle, o.seed, o.drop_last) {}
 
-  size_t batches() const {
-    const size_t n = sampler.num_samples();
+  size_t batches_of(size_t n) const {
     return options.drop_last ? n / options.batch_size
                              : (n + options.batch_size - 1) / options.batch_size;
   }
+  size_t batches() const { return batches_of(sampler.num_samples()); }
 
   // Examples [b·B, min((b+1)·B, n)) of the epoch, stacked. Returns an empty
   // batch when stopped half-way.
   Batch load(size_t b) const {
-    const size_t first = b * options.batch_size;
+    const size_t first = (b - base) * options.batch_size;
     const size_t last = std::min(first + options.batch_size, indices.size());
     std::vector<at::Tensor> inputs, targets;
     inputs.reserve(last - first);
@@ -71,9 +73,8 @@ struct DataLoader::Impl {
       inputs.push_back(std::move(e.input));
       targets.push_back(std::move(e.target));
     }
-    const size_t real = sampler.num_real_samples();
-    const size_t num_real = real > first ? std::min(real, last) - first : 0;
-    return Batch{at::stack(inputs), at::stack(targets), num_real};
+    const size_t real = num_real > first ? std::min(num_real, last) - first : 0;
+    return Batch{at::stack(inputs), at::stack(targets), real};
   }
 
   void work() {
@@ -112,15 +113,24 @@ struct DataLoader::Impl {
     next_deliver = next_claim = end;
   }
 
-  void start(int64_t epoch, size_t skip) {
+  // `sample_offset` > 0: from that position of the global order, numbered
+  // from batch `skip` on.
+  void start(int64_t epoch, size_t skip, size_t sample_offset = 0) {
     cancel();
     sampler.set_epoch(epoch);
-    indices = sampler.indices();
+    indices = sampler.indices(sample_offset);
+    num_real = sampler.num_real_samples(sample_offset);
+    base = sample_offset > 0 ? skip : 0;
     end = batches();
     if (skip > end) {
       throw std::out_of_range("DataLoader::start_epoch: skip_batches " + std::to_string(skip) +
                               " > " + std::to_string(end) + " batches per epoch");
     }
+    if (sample_offset > 0 && base + batches_of(indices.size()) != end)
+      throw std::invalid_argument("DataLoader::start_epoch_at_sample: " + std::to_string(skip) +
+                                  " + " + std::to_string(batches_of(indices.size())) +
+                                  " batches from sample " + std::to_string(sample_offset) +
+                                  " != " + std::to_string(end) + " per epoch");
     next_claim = next_deliver = skip;
     stop = false;
     started = true;
@@ -176,6 +186,14 @@ void DataLoader::start_epoch(int64_t epoch, size_t skip_batches) {
 }
 
 std::optional<Batch> DataLoader::next() { return impl_->next(); }
+
+void DataLoader::start_epoch_at_sample(int64_t epoch, size_t skip_batches, size_t sample_offset) {
+  impl_->start(epoch, skip_batches, sample_offset);
+}
+
+size_t DataLoader::batches_from(size_t sample_offset) const {
+  return impl_->batches_of(impl_->sampler.indices(sample_offset).size());
+}
 
 size_t DataLoader::batches_per_epoch() const { return impl_->batches(); }
 

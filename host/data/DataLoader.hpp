@@ -44,6 +44,14 @@ class DataLoader {
 
   // Starts epoch `epoch` at batch `skip_batches` (resume).
   void start_epoch(int64_t epoch, size_t skip_batches = 0);
+  // Starts epoch `epoch` at sample `sample_offset` of its global order (a
+  // resume with another global batch, DistributedSampler::indices(start)):
+  // the epoch's batches are numbered on as if `skip_batches` had been done,
+  // so it still ends at batches_per_epoch(); skip_batches must be
+  // batches_per_epoch() - batches_from(sample_offset).
+  void start_epoch_at_sample(int64_t epoch, size_t skip_batches, size_t sample_offset);
+  // The batches left in an epoch from global sample `sample_offset` on.
+  size_t batches_from(size_t sample_offset) const;
   // The next batch of the epoch, or nullopt at its end. Rethrows a worker's error.
   std::optional<Batch> next();
   size_t batches_per_epoch() const;

@@ -41,16 +41,11 @@ size_t DistributedSampler::num_samples() const {
   return drop_last_ ? dataset_size_ / world : (dataset_size_ + world - 1) / world;
 }
 
-size_t DistributedSampler::num_real_samples() const {
-  // Rank r takes padded positions r, r + world, ...; those below dataset_size
-  // are real.
-  const size_t world = static_cast<size_t>(world_size_);
-  const size_t r = static_cast<size_t>(rank_);
-  const size_t real = r < dataset_size_ ? (dataset_size_ - r + world - 1) / world : 0;
-  return std::min(real, num_samples());
-}
+size_t DistributedSampler::num_real_samples() const { return num_real_samples(0); }
 
-std::vector<size_t> DistributedSampler::indices() const {
+std::vector<size_t> DistributedSampler::indices() const { return indices(0); }
+
+std::vector<size_t> DistributedSampler::indices(size_t start) const {
   // The epoch's order, the same on every rank.
   std::vector<size_t> order(dataset_size_);
   std::iota(order.begin(), order.end(), size_t{0});
@@ -61,16 +56,27 @@ std::vector<size_t> DistributedSampler::indices() const {
     }
   }
 
-  // Padded by repeating from the start (or trimmed) to num_samples() * world,
-  // then every world-th index starting at rank.
+  // Padded by repeating from the start (or trimmed) to num_samples() * world
+  // positions, then every world-th position from start + rank.
   const size_t world = static_cast<size_t>(world_size_);
   const size_t total = num_samples() * world;
+  const size_t rest = start < total ? total - start : 0;
+  const size_t count = drop_last_ ? rest / world : (rest + world - 1) / world;
   std::vector<size_t> mine;
-  mine.reserve(num_samples());
-  for (size_t k = static_cast<size_t>(rank_); k < total; k += world) {
-    mine.push_back(order[k % dataset_size_]);
-  }
+  mine.reserve(count);
+  for (size_t j = 0; j < count && dataset_size_ > 0; ++j)
+    mine.push_back(order[(start + static_cast<size_t>(rank_) + j * world) % dataset_size_]);
   return mine;
+}
+
+size_t DistributedSampler::num_real_samples(size_t start) const {
+  // Positions below dataset_size are real: start + rank + j * world < n.
+  const size_t world = static_cast<size_t>(world_size_);
+  const size_t first = start + static_cast<size_t>(rank_);
+  const size_t real = first < dataset_size_ ? (dataset_size_ - first + world - 1) / world : 0;
+  const size_t total = num_samples() * world;
+  const size_t rest = start < total ? total - start : 0;
+  return std::min(real, drop_last_ ? rest / world : (rest + world - 1) / world);
 }
 
 }  // namespace rh::data

@@ -20,6 +20,14 @@ class DistributedSampler {
   void set_epoch(int64_t epoch);
   // This rank's indices for the current epoch, in order.
   std::vector<size_t> indices() const;
+  // The same from position `start` of the epoch's global order on (a run
+  // resumed after `start` samples with another global batch): rank r takes
+  // positions start + r, start + r + world, ..., as many on every rank
+  // (ceil of the rest over the world, or floor with drop_last), repeating
+  // from the start of the order past its end. indices(0) == indices().
+  std::vector<size_t> indices(size_t start) const;
+  // How many of indices(start) are real samples (a prefix).
+  size_t num_real_samples(size_t start) const;
   size_t num_samples() const;  // per rank per epoch
   // How many of indices() are real samples: the rest (at the end) repeat
   // earlier ones only to even out the ranks, and evaluation must not count

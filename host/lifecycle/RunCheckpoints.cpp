@@ -210,12 +210,14 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
                                          key, p.full_offset));
       }
   }
-  checkpoint::put_text(state_dict, "loop",
-                       "{\"epochs_done\": " + std::to_string(progress.epochs_done) +
-                           ", \"iters_done\": " + std::to_string(progress.iters_done) +
-                           ", \"inner_done\": " + std::to_string(progress.inner_done) +
-                           ", \"global_batch\": " + std::to_string(progress.global_batch) +
-                           ", \"world_size\": " + std::to_string(world_size) + "}");
+  checkpoint::put_text(
+      state_dict, "loop",
+      "{\"epochs_done\": " + std::to_string(progress.epochs_done) +
+          ", \"iters_done\": " + std::to_string(progress.iters_done) +
+          ", \"inner_done\": " + std::to_string(progress.inner_done) +
+          ", \"global_batch\": " + std::to_string(progress.global_batch) +
+          ", \"samples_in_epoch\": " + std::to_string(progress.samples_in_epoch()) +
+          ", \"world_size\": " + std::to_string(world_size) + "}");
   // Every rank's generators (they differ with diff_rank_seed, and dropout
   // draws from them): rows of (world_size, state bytes).
   at::Tensor cpu_rng = world_.gather_rows(at::detail::getDefaultCPUGenerator().get_state());
@@ -262,7 +264,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
       ",\n  \"runner\": \"runner-host " + opt_.runner_version + "\",\n  \"name\": \"" +
       json_escape(name) + "\",\n  \"epoch\": " + std::to_string(progress.epochs_done) +
       ",\n  \"iter\": " + std::to_string(progress.iters_done) +
-      ",\n  \"samples_in_epoch\": " + std::to_string(progress.inner_done * progress.global_batch) +
+      ",\n  \"samples_in_epoch\": " + std::to_string(progress.samples_in_epoch()) +
       ",\n  \"world_size\": " + std::to_string(world_size) + ",\n  \"strategy\": \"" +
       json_escape(strategy_.type()) + "\",\n  \"checkpoint_io\": \"" +
       json_escape(checkpoint_io_type_) + "\",\n  \"files\": [" + files_json + "]" +
@@ -619,7 +621,7 @@ checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, mode
 }
 
 RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& optim,
-                                   c10::Device device, int64_t global_batch) {
+                                   c10::Device device, const DataPosition& data) {
   const checkpoint::CheckpointMeta meta = readable_meta(dir);
   resumed_strategy_ = meta.strategy;
   resumed_state_ = rh_StateDict{};
@@ -698,30 +700,35 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
   RunProgress p;
   p.epochs_done = loop["epochs_done"].as<int64_t>();
   p.iters_done = loop["iters_done"].as<int64_t>();
-  p.global_batch = global_batch;
+  p.global_batch = data.global_batch;
   // The data position in samples of the epoch's global order: the same
   // samples come next whatever the world size and per-rank batch.
-  const int64_t saved_batch = loop["global_batch"] ? loop["global_batch"].as<int64_t>() : 0;
   const int64_t inner = loop["inner_done"].as<int64_t>();
-  if (saved_batch <= 0 || global_batch <= 0 || saved_batch == global_batch) {
+  const int64_t saved_batch = loop["global_batch"] ? loop["global_batch"].as<int64_t>() : 0;
+  const int64_t samples =
+      loop["samples_in_epoch"] ? loop["samples_in_epoch"].as<int64_t>() : inner * saved_batch;
+  if (data.global_batch <= 0 ||
+      (saved_batch == data.global_batch && samples == inner * saved_batch)) {
     p.inner_done = inner;
+  } else if (samples % data.global_batch == 0) {
+    p.inner_done = samples / data.global_batch;
+    if (world_.rank() == 0)
+      spdlog::info(
+          "resume: {} sample(s) of epoch {} were done in global batches of {}; this run "
+          "takes {} per iteration and continues at batch {}",
+          samples, p.epochs_done, saved_batch, data.global_batch, p.inner_done);
   } else {
-    const int64_t samples = inner * saved_batch;
-    p.inner_done = (samples + global_batch - 1) / global_batch;
-    if (world_.rank() == 0) {
-      if (samples % global_batch == 0)
-        spdlog::info(
-            "resume: {} sample(s) of epoch {} were done in global batches of {}; this run takes "
-            "{} per iteration and continues at batch {}",
-            samples, p.epochs_done, saved_batch, global_batch, p.inner_done);
-      else
-        spdlog::warn(
-            "resume: {} sample(s) of epoch {} were done in global batches of {}; this run takes "
-            "{} per iteration, which does not divide them: it continues at batch {}, so samples "
-            "{}..{} of the epoch's order are not trained on this epoch",
-            samples, p.epochs_done, saved_batch, global_batch, p.inner_done, samples,
-            p.inner_done * global_batch - 1);
-    }
+    // The epoch continues at the next unseen sample; its batches are
+    // numbered so that it still ends at batches_per_epoch.
+    const int64_t left = data.batches_from(samples);
+    p.inner_done = data.batches_per_epoch - left;
+    p.sample_shift = samples - p.inner_done * data.global_batch;
+    if (world_.rank() == 0)
+      spdlog::info(
+          "resume: {} sample(s) of epoch {} were done in global batches of {}; this run "
+          "takes {} per iteration and continues at sample {} ({} batch(es) left in the "
+          "epoch)",
+          samples, p.epochs_done, saved_batch, data.global_batch, samples, left);
   }
   if (saved_world != world_size && world_.rank() == 0)
     spdlog::info(

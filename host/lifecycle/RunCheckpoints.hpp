@@ -44,9 +44,22 @@ struct RunProgress {
   int64_t iters_done = 0;   // train iterations
   int64_t inner_done = 0;   // batches done in the current epoch
   // Samples one iteration takes from the epoch's global order (batch_size x
-  // world size): the data position is inner_done x global_batch samples,
-  // which another world size or batch size resumes from.
+  // world size): the data position is inner_done x global_batch +
+  // sample_shift samples, which another world size or batch size resumes
+  // from.
   int64_t global_batch = 0;
+  // Non-zero only in an epoch resumed at a sample that global_batch does not
+  // divide: the epoch then runs from that sample, its batches numbered as if
+  // inner_done had been done (DataLoader::start_epoch_at_sample).
+  int64_t sample_shift = 0;
+  int64_t samples_in_epoch() const { return inner_done * global_batch + sample_shift; }
+};
+
+// This run's batching, for converting a checkpoint's data position.
+struct DataPosition {
+  int64_t global_batch = 0;
+  int64_t batches_per_epoch = 0;
+  std::function<int64_t(int64_t samples)> batches_from;  // left in the epoch from a sample on
 };
 
 class RunCheckpoints {
@@ -72,10 +85,10 @@ class RunCheckpoints {
   // Resume, part 1: the optimizer state (and a sharding strategy's fp32
   // masters), resharded to this run's parameters from whatever layout wrote
   // them; the loop counters, with the data position converted to this run's
-  // `global_batch`; this rank's generators. The caller then applies its
+  // batching; this rank's generators. The caller then applies its
   // schedulers and run state.
   RunProgress resume(const std::filesystem::path& dir, optim::OptimWrapper& optim,
-                     c10::Device device, int64_t global_batch);
+                     c10::Device device, const DataPosition& data);
   // Resume, part 2: after_load_checkpoint (the hooks' state), then the
   // strategy's StateImport (given the strategy.* state only when the same
   // strategy wrote the checkpoint; another one's is not its to read).

@@ -197,7 +197,11 @@ struct Runner::State {
         static_cast<int64_t>(train_loader->options().batch_size) * world->size();
     progress.global_batch = global_batch;
     if (resume_dir) {
-      progress = checkpoints->resume(*resume_dir, *optim, device, global_batch);
+      const DataPosition data{
+          global_batch, batches, [this](int64_t samples) {
+            return static_cast<int64_t>(train_loader->batches_from(static_cast<size_t>(samples)));
+          }};
+      progress = checkpoints->resume(*resume_dir, *optim, device, data);
       schedulers->apply(progress.iters_done, progress.epochs_done);
       set_state(RH_MODE_TRAIN, progress.epochs_done, progress.iters_done, progress.inner_done);
       checkpoints->finish_resume(*resume_dir);
@@ -263,7 +267,11 @@ struct Runner::State {
     const bool counts_skips = RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) && vt.ShouldStep;
     while (!train_done()) {
       if (train_cfg.by_epoch) hooks.fire(RH_EVENT_BEFORE_TRAIN_EPOCH);
-      train_loader->start_epoch(p.epochs_done, static_cast<size_t>(p.inner_done));
+      if (p.sample_shift != 0)  // resumed at a sample this global batch does not divide
+        train_loader->start_epoch_at_sample(p.epochs_done, static_cast<size_t>(p.inner_done),
+                                            static_cast<size_t>(p.samples_in_epoch()));
+      else
+        train_loader->start_epoch(p.epochs_done, static_cast<size_t>(p.inner_done));
       while (!train_done()) {
         auto t0 = Clock::now();
         std::optional<data::Batch> batch;
@@ -319,6 +327,7 @@ struct Runner::State {
       if (p.inner_done < batches) continue;  // stopped by max_iters mid-epoch: the loop ends
       ++p.epochs_done;
       p.inner_done = 0;
+      p.sample_shift = 0;
       schedulers->apply(p.iters_done, p.epochs_done);
       if (train_cfg.by_epoch) {
         set_state(RH_MODE_TRAIN, p.epochs_done - 1, p.iters_done, batches);  // the epoch that ended

@@ -89,6 +89,34 @@ TEST(DistributedSampler, PaddingRepeatsFromTheStart) {
   for (size_t r = 0; r < 5; ++r) EXPECT_EQ(many[r], std::vector<size_t>{order2[r % 2]}) << r;
 }
 
+// A resume with another global batch: from position `start` of the same
+// epoch order, rank r takes start + r, start + r + world, ..., equally many
+// on every rank; the real samples are those before the order's end.
+TEST(DistributedSampler, IndicesFromAStartPositionContinueTheSameOrder) {
+  DistributedSampler whole(20, 0, 1, true, 7, false);
+  whole.set_epoch(2);
+  const std::vector<size_t> order = whole.indices();
+  for (int world : {1, 2, 3}) {
+    for (size_t start : {size_t{0}, size_t{5}, size_t{11}}) {
+      for (int r = 0; r < world; ++r) {
+        DistributedSampler s(20, r, world, true, 7, false);
+        s.set_epoch(2);
+        const std::vector<size_t> mine = s.indices(start);
+        const size_t total = s.num_samples() * static_cast<size_t>(world);
+        EXPECT_EQ(mine.size(), (total - start + world - 1) / world) << world << " " << start;
+        for (size_t j = 0; j < mine.size(); ++j)
+          EXPECT_EQ(mine[j], order[(start + r + j * world) % 20]) << world << " " << start;
+        size_t real = 0;
+        for (size_t j = 0; j < mine.size(); ++j) real += start + r + j * world < 20 ? 1 : 0;
+        EXPECT_EQ(s.num_real_samples(start), real) << world << " " << start << " " << r;
+        if (start == 0) {
+          EXPECT_EQ(mine, s.indices());
+        }
+      }
+    }
+  }
+}
+
 TEST(DistributedSampler, WithoutShuffleRanksStrideThroughTheIndices) {
   DistributedSampler s(7, 1, 3, false, 0, false);
   s.set_epoch(9);  // no effect without shuffle

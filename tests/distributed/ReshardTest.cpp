@@ -5,8 +5,8 @@
 //   single on 1: with the same global batch, every parameter within 1e-5
 //   (relative to its tensor's largest value) of the uninterrupted ddp run,
 //   at every hand-over and at the end;
-// - another global batch continues at the same sample of the epoch's order
-//   and says so;
+// - another global batch continues at the next unseen sample of the epoch's
+//   order (seen through the loss at lr 0) and says so;
 // - a model of other shapes is still refused, naming the tensor, and the
 //   checkpoint is left as it was.
 #include <gmock/gmock.h>
@@ -132,20 +132,72 @@ TEST_F(ReshardTest, FsdpShardedStateDictResumesAsSingle) {
   expect_like_reference("s", kIters);
 }
 
-// The data position is samples of the epoch's order: 6 iterations of 2 x 4
-// are 48 samples, which 1 x 16 continues at batch 3, and 1 x 10 cannot
-// divide (it says which samples it passes over).
-TEST_F(ReshardTest, AnotherGlobalBatchContinuesAtTheSameSample) {
-  auto first = run("first", gpt_job("{type: ddp}", 4, 6, 6), 2);
+// The data position is samples of the epoch's order. At lr 0 the weights
+// never change, so an iteration's loss is the mean over the samples it
+// took: a reference run of 2 samples per iteration shows which ones. 6
+// iterations of 2 x 4 are samples [0, 48); 1 x 16 continues at batch 3
+// (samples 48...), 1 x 10 at sample 48 though 10 does not divide it, and a
+// checkpoint of that run (at sample 68) continues with 1 x 4 at batch 17.
+TEST_F(ReshardTest, AnotherGlobalBatchContinuesAtTheNextUnseenSample) {
+  auto at_lr0 = [](std::string yaml) {
+    yaml.replace(yaml.find("lr: 0.003"), 9, "lr: 0.0");
+    return yaml;
+  };
+  const std::string metrics = "  - {type: metrics}\n";
+  auto ref = run("ref", at_lr0(gpt_job("{type: single}", 2, 40, 40, metrics)), 1);
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const auto ref_lines = rh::test::metric_lines(dir / "ref" / "metrics.jsonl", "train");
+  ASSERT_EQ(ref_lines.size(), 40u);
+  // The mean loss of reference iterations [first, first + n).
+  auto ref_mean = [&](size_t first, size_t n) {
+    double sum = 0;
+    for (size_t i = first; i < first + n; ++i) sum += ref_lines.at(i).at("loss");
+    return sum / static_cast<double>(n);
+  };
+  auto first = run("first", at_lr0(gpt_job("{type: ddp}", 4, 6, 6)), 2);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  auto even = run("even", gpt_job("{type: single}", 16, 8, 8, resume_from("first", 6)), 1);
-  ASSERT_EQ(even.exit_code, 0) << even.output;
-  EXPECT_THAT(even.output, HasSubstr("48 sample(s) of epoch 0 were done in global batches of 8; "
-                                     "this run takes 16 per iteration and continues at batch 3"));
-  auto odd = run("odd", gpt_job("{type: single}", 10, 8, 8, resume_from("first", 6)), 1);
-  ASSERT_EQ(odd.exit_code, 0) << odd.output;
-  EXPECT_THAT(odd.output, HasSubstr("continues at batch 5, so samples 48..49 of the epoch's order "
-                                    "are not trained on this epoch"));
+  struct Case {
+    std::string name, from;
+    int batch, iters;
+    std::string says;
+    std::vector<std::pair<size_t, size_t>> ref_iters;  // per iteration run: reference range
+  };
+  for (const Case& c : {
+           Case{"even",
+                "first/iter_6",
+                16,
+                8,
+                "48 sample(s) of epoch 0 were done in global batches of 8; this run takes 16 per "
+                "iteration and continues at batch 3",
+                {{24, 8}, {32, 8}}},
+           Case{"odd",
+                "first/iter_6",
+                10,
+                8,
+                "48 sample(s) of epoch 0 were done in global batches of 8; this run takes 10 per "
+                "iteration and continues at sample 48",
+                {{24, 5}, {29, 5}}},
+           Case{"after_odd",
+                "odd/iter_8",
+                4,
+                10,
+                "68 sample(s) of epoch 0 were done in global batches of 10; this run takes 4 per "
+                "iteration and continues at batch 17",
+                {{34, 2}, {36, 2}}},
+       }) {
+    SCOPED_TRACE(c.name);
+    auto r = run(c.name,
+                 at_lr0(gpt_job("{type: single}", c.batch, c.iters, 8,
+                                metrics + "resume: " + (dir / c.from).string() + "\n")),
+                 1);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(c.says));
+    const auto lines = rh::test::metric_lines(dir / c.name / "metrics.jsonl", "train");
+    ASSERT_EQ(lines.size(), c.ref_iters.size());
+    for (size_t i = 0; i < lines.size(); ++i)
+      EXPECT_NEAR(lines[i].at("loss"), ref_mean(c.ref_iters[i].first, c.ref_iters[i].second), 1e-5)
+          << "iteration " << i << " after the resume took other samples";
+  }
 }
 
 TEST_F(ReshardTest, AModelOfOtherShapesIsStillRefused) {
