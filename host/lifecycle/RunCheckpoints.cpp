@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <sstream>
@@ -140,6 +141,7 @@ RunCheckpoints::RunCheckpoints(const config::Node& job, const RunnerOptions& opt
 
 void RunCheckpoints::save(const std::string& name, const RunProgress& progress, model::Model& model,
                           optim::OptimWrapper& optim, c10::Device device) {
+  const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir = store_.work_dir() / name;
   const int rank = world_.rank();
   const int world_size = world_.size();
@@ -240,12 +242,17 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
         records.push_back(shard_record("state." + key, e.shape, "state", state_dict, key, 0));
   // Rank 0 merges every rank's shards into the table.
   std::string tensors_json, index_problem;
+  double tensor_bytes = 0;  // every rank's, on rank 0
   {
     const std::vector<std::string> all = world_.gather_strings(checkpoint::encode_records(records));
     if (writer) {
       std::vector<checkpoint::ShardRecord> every;
       for (const std::string& text : all)
-        for (auto& r : checkpoint::decode_records(text)) every.push_back(std::move(r));
+        for (auto& r : checkpoint::decode_records(text)) {
+          tensor_bytes += static_cast<double>(r.shard.numel) *
+                          static_cast<double>(checkpoint::dtype_size(r.dtype));
+          every.push_back(std::move(r));
+        }
       try {
         tensors_json = checkpoint::index_json(checkpoint::merge_records(every), "  ");
       } catch (const std::invalid_argument& e) {
@@ -328,7 +335,12 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
     failure = "rank 0 failed to save checkpoint '" + name + "' (its log says why)";
   if (code != RH_ERROR_OK) throw host::HostError(code, failure);
   last_saved_iter_ = progress.iters_done;
-  spdlog::info("saved checkpoint {}", dir.string());
+  if (writer) {
+    // What a save costs the loop (the benchmark, tools/bench/bench_checkpoint.sh, reads it).
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info("saved checkpoint {} ({:.1f} MB of tensors in {:.3f} s, {:.0f} MB/s)",
+                 dir.string(), tensor_bytes / 1e6, s, tensor_bytes / 1e6 / s);
+  }
   hooks_.after_save(dir.string());
 }
 

@@ -172,6 +172,7 @@ struct Runner::State {
     if (job.find("data") && job.find("data")->find("val")) val_loader = make_loader("val", false);
     // 4-6. Weights (load_from / resume), before or after the strategy wraps.
     std::optional<fs::path> resume_dir = checkpoints->find_resume();
+    const auto load_t0 = Clock::now();  // what the resume costs, weights to optimizer state
     const rh_StrategyTraits traits = c.strategy->traits();
     if (traits.load_phase == RH_LOAD_BEFORE_WRAP)
       checkpoints->load_weights(*model, resume_dir, true);
@@ -205,8 +206,9 @@ struct Runner::State {
       schedulers->apply(progress.iters_done, progress.epochs_done);
       set_state(RH_MODE_TRAIN, progress.epochs_done, progress.iters_done, progress.inner_done);
       checkpoints->finish_resume(*resume_dir);
-      spdlog::info("resumed from {} at epoch {}, iteration {}", resume_dir->string(),
-                   progress.epochs_done, progress.iters_done);
+      spdlog::info("resumed from {} at epoch {}, iteration {} (loaded in {:.3f} s)",
+                   resume_dir->string(), progress.epochs_done, progress.iters_done,
+                   seconds_since(load_t0));
     }
     // 11-13. Hooks around the loops.
     step = std::make_unique<TrainStep>(*model, *model_access, *optim, *c.strategy, *world, device,

@@ -23,8 +23,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -145,14 +143,28 @@ class TorchCheckpointIo {
   // The whole file unpickled; what is not a dict of str -> Tensor, or does
   // not unpickle, is DATA_LOSS naming the file.
   static c10::Dict<c10::IValue, c10::IValue> read(const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
       if (errno == ENOENT)
         throw rh::Exception(RH_ERROR_NOT_FOUND, file + ": no such file (a missing shard file)");
       io_error("cannot open " + file, errno);
     }
-    const std::vector<char> data((std::istreambuf_iterator<char>(in)),
-                                 std::istreambuf_iterator<char>());
+    std::vector<char> data;
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    data.resize(size > 0 ? static_cast<size_t>(size) : 0);
+    size_t done = 0;
+    while (done < data.size()) {  // one pread per chunk, not a character at a time
+      const ssize_t n =
+          ::pread(fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : EIO;
+        ::close(fd);
+        io_error("cannot read " + file, err);
+      }
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
     c10::IValue value;
     try {
       value = torch::pickle_load(data);
