@@ -215,5 +215,32 @@ TEST(Crc32Test, IsZlibsChecksum) {
   EXPECT_EQ(rh::crc32_update(rh::crc32_update(0, "1234", 4), "56789", 5), 0xcbf43926u);
 }
 
+// The carry-less-multiplication path (64 bytes and more, where the CPU has
+// PCLMULQDQ) against the bit-at-a-time definition, at every alignment and
+// length around its block sizes, and split at every point.
+TEST(Crc32Test, EveryPathEqualsTheBitwiseDefinition) {
+  auto bitwise = [](const unsigned char* p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int k = 0; k < 8; ++k) c = (c & 1u) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+    }
+    return ~c;
+  };
+  std::vector<unsigned char> buf(1200);
+  uint32_t x = 12345;
+  for (auto& b : buf) b = static_cast<unsigned char>((x = x * 1103515245u + 12345u) >> 24);
+  for (size_t offset = 0; offset < 16; ++offset)
+    for (size_t n : {size_t{0}, size_t{15}, size_t{63}, size_t{64}, size_t{65}, size_t{79},
+                     size_t{80}, size_t{127}, size_t{128}, size_t{129}, size_t{1000}})
+      EXPECT_EQ(rh::crc32_update(0, buf.data() + offset, n), bitwise(buf.data() + offset, n))
+          << offset << " " << n;
+  const uint32_t whole = bitwise(buf.data(), 1000);
+  for (size_t cut = 0; cut <= 1000; cut += 37)
+    EXPECT_EQ(rh::crc32_update(rh::crc32_update(0, buf.data(), cut), buf.data() + cut, 1000 - cut),
+              whole)
+        << cut;
+}
+
 }  // namespace
 }  // namespace rh::test

@@ -37,8 +37,11 @@ class PosixFile {
 
  private:
   PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  static constexpr size_t kWritebackChunk = size_t{16} << 20;
   int fd_ = -1;
   std::string path_;
+  uint64_t written_ = 0;  // by write_all, from the start
+  uint64_t kicked_ = 0;   // handed to the disk so far (sync_file_range)
 };
 
 // Collects small writes into one buffer; large ones go straight through.
