@@ -86,7 +86,9 @@ void ShardReader::read(const std::vector<Request>& requests, rh_StateDict& out) 
     e.is_tensor = true;
     e.dtype = dl_dtype(t.dtype);
     e.shape = r.shape ? *r.shape : std::vector<int64_t>{r.numel};
-    e.bytes.resize(static_cast<size_t>(r.numel) * dtype_size(t.dtype));
+    // Allocated at the first piece copied; a piece that is the whole
+    // request is moved in instead (no copy, no zero fill).
+    if (r.numel == 0) e.bytes.clear();
     results.push_back(&e);
     tensors.push_back(&t);
     for (const Piece& p : pieces_of(t, r.offset, r.numel))
@@ -128,19 +130,27 @@ void ShardReader::read(const std::vector<Request>& requests, rh_StateDict& out) 
         const auto found = got.entries.find(c.shard->key);
         if (found == got.entries.end() || !found->second.is_tensor)
           throw host::HostError(RH_ERROR_DATA_LOSS, where() + " is missing from the file");
-        const rh_StateDict::Entry& s = found->second;
+        rh_StateDict::Entry& s = found->second;
         if (!same(s.dtype, dl_dtype(t.dtype)))
           throw host::HostError(RH_ERROR_DATA_LOSS, where() + " is " + dtype_name(s.dtype) +
                                                         ", meta.json says " + t.dtype);
-        const int64_t have = static_cast<int64_t>(s.bytes.size() / elem);
+        const int64_t have = static_cast<int64_t>(s.size() / elem);
         const int64_t from = sliced ? 0 : c.shard_offset;
         if (have != (sliced ? c.numel : c.shard->numel))
           throw host::HostError(RH_ERROR_DATA_LOSS,
                                 where() + " has " + std::to_string(have) +
                                     " elements, meta.json says " +
                                     std::to_string(sliced ? c.numel : c.shard->numel));
-        std::memcpy(results[c.request]->bytes.data() + c.dest_offset * elem,
-                    s.bytes.data() + from * elem, static_cast<size_t>(c.numel) * elem);
+        std::vector<uint8_t>& dest = results[c.request]->bytes;
+        const size_t want = static_cast<size_t>(requests[c.request].numel) * elem;
+        if (c.numel == requests[c.request].numel && from == 0 && s.borrowed == nullptr &&
+            s.bytes.size() == want) {
+          dest = std::move(s.bytes);  // the one piece of the request, as read
+          continue;
+        }
+        if (dest.size() != want) dest.resize(want);
+        std::memcpy(dest.data() + c.dest_offset * elem, s.data() + from * elem,
+                    static_cast<size_t>(c.numel) * elem);
       }
       copies = std::move(later);
     }

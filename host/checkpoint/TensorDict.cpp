@@ -39,6 +39,20 @@ void put_tensor(rh_StateDict& dict, const std::string& key, const at::Tensor& te
   dl->deleter(dl);
 }
 
+void put_tensor_view(rh_StateDict& dict, const std::string& key, const at::Tensor& tensor) {
+  if (!tensor.device().is_cpu() || !tensor.is_contiguous() || tensor.numel() == 0)
+    return put_tensor(dict, key, tensor);
+  rh_StateDict::Entry e;
+  e.is_tensor = true;
+  e.dtype = at::getDLDataType(tensor);
+  e.shape = tensor.sizes().vec();
+  auto held = std::make_shared<at::Tensor>(tensor.detach());
+  e.borrowed = static_cast<const uint8_t*>(held->data_ptr());
+  e.borrowed_size = tensor.nbytes();
+  e.owner = std::move(held);
+  dict.entries[key] = std::move(e);
+}
+
 void put_text(rh_StateDict& dict, const std::string& key, const std::string& text) {
   rh_StateDict::Entry e;
   e.bytes.assign(text.begin(), text.end());
@@ -52,12 +66,12 @@ at::Tensor get_tensor(const rh_StateDict& dict, const std::string& key) {
   if (!e.is_tensor)
     throw host::HostError(RH_ERROR_DATA_LOSS, "checkpoint entry '" + key + "' is not a tensor");
   auto options = at::TensorOptions().dtype(at::toScalarType(e.dtype));
-  return at::from_blob(const_cast<uint8_t*>(e.bytes.data()), at::IntArrayRef(e.shape), options);
+  return at::from_blob(const_cast<uint8_t*>(e.data()), at::IntArrayRef(e.shape), options);
 }
 
 std::string get_text(const rh_StateDict& dict, const std::string& key) {
   const rh_StateDict::Entry& e = entry(dict, key);
-  return std::string(e.bytes.begin(), e.bytes.end());
+  return std::string(reinterpret_cast<const char*>(e.data()), e.size());
 }
 
 std::string LoadReport::str() const {

@@ -15,6 +15,11 @@ namespace rh::checkpoint {
 
 // Stores a CPU, contiguous copy of `tensor` under `key`.
 void put_tensor(rh_StateDict& dict, const std::string& key, const at::Tensor& tensor);
+// The same without a copy when `tensor` is a contiguous CPU tensor: the entry
+// lends its memory (and keeps it alive). Only for a save that ends before the
+// tensor changes or its storage is freed (not for parameters a strategy
+// gathered for the call).
+void put_tensor_view(rh_StateDict& dict, const std::string& key, const at::Tensor& tensor);
 void put_text(rh_StateDict& dict, const std::string& key, const std::string& text);
 // A view of the entry's data (valid while the dict is); throws HostError
 // (RH_ERROR_NOT_FOUND) naming the key when absent.

@@ -64,7 +64,7 @@ checkpoint::ShardRecord shard_record(const std::string& tensor, std::vector<int6
   int64_t numel = 1;
   for (int64_t d : e.shape) numel *= d;
   r.shard.numel = numel;
-  r.shard.crc32 = rh::crc32_update(0, e.bytes.data(), e.bytes.size());
+  r.shard.crc32 = rh::crc32_update(0, e.data(), e.size());
   return r;
 }
 
@@ -162,27 +162,32 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
       for (std::string n; std::getline(in, n);) shard_only.insert(n);
     }
   }
-  auto add_model = [&](const std::vector<model::NamedTensor>& list) {
+  // `lend`: the tensors stay as they are until the save ends (no copy);
+  // not for a unit a strategy gathered only for the call.
+  auto add_model = [&](const std::vector<model::NamedTensor>& list, bool lend) {
     for (const auto& t : list) {
       if (shard_only.count(t.name) != 0) continue;
-      checkpoint::put_tensor(model_dict, t.name, t.tensor);
+      if (lend)
+        checkpoint::put_tensor_view(model_dict, t.name, t.tensor);
+      else
+        checkpoint::put_tensor(model_dict, t.name, t.tensor);
       records.push_back(shard_record("model." + t.name, shape_of(t.tensor.sizes()), "model",
                                      model_dict, t.name, 0));
     }
   };
   if (!shard_only.empty()) {
     // Nothing gathered: rank 0 writes what is whole on every rank.
-    if (writer) add_model(model.named_parameters());
+    if (writer) add_model(model.named_parameters(), true);
   } else if (through_strategy()) {
     // A sharded model comes to rank 0 one unit at a time.
     each_unit(model, RH_UNIT_PARAMS_GATHER, RH_UNIT_PARAMS_RELEASE,
               [&](std::vector<model::NamedTensor>& params) {
-                if (writer) add_model(params);
+                if (writer) add_model(params, false);
               });
   } else if (writer) {
-    add_model(model.named_parameters());
+    add_model(model.named_parameters(), true);
   }
-  if (writer) add_model(model.named_buffers());
+  if (writer) add_model(model.named_buffers(), true);
   // The optimizer's state: sharded, every rank writes its own to
   // optimizer.rank<r> with the values of its optimizer tensors (the fp32
   // master shards, "<param>.param"); else rank 0 writes it whole. Each entry
@@ -193,7 +198,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
     std::map<std::string, const optim::OptimParam*> params;
     for (const auto& p : optim.params()) params[p.name] = &p;
     for (const auto& t : optim.state_tensors()) {
-      checkpoint::put_tensor(optim_dict, t.name, t.tensor);
+      checkpoint::put_tensor_view(optim_dict, t.name, t.tensor);  // state_tensors(): copies
       const optim::OptimParam* p = state_owner(params, t.name);
       const bool like_param =
           p != nullptr && t.tensor.dim() > 0 && t.tensor.numel() == p->param.numel();
@@ -204,7 +209,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
     if (sharded)
       for (const auto& p : optim.params()) {
         const std::string key = p.name + kShardValueSuffix;
-        checkpoint::put_tensor(optim_dict, key, p.param);
+        checkpoint::put_tensor_view(optim_dict, key, p.param);  // the masters: alive until the step
         records.push_back(shard_record("master." + p.name, full_shape(p), own_stem, optim_dict, key,
                                        p.full_offset));
         if (shard_only.count(p.name) != 0)

@@ -221,7 +221,7 @@ rh_Error* StateDict_GetTensor(const rh_StateDict* dict, const char* key, size_t 
     return not_found("StateDict_GetTensor", key, key_size);
   rh_StateDict::Entry& e = it->second;
   e.view = DLManagedTensor{};
-  e.view.dl_tensor.data = e.bytes.data();
+  e.view.dl_tensor.data = const_cast<uint8_t*>(e.data());
   e.view.dl_tensor.device = DLDevice{kDLCPU, 0};
   e.view.dl_tensor.ndim = static_cast<int32_t>(e.shape.size());
   e.view.dl_tensor.dtype = e.dtype;
@@ -234,7 +234,7 @@ rh_Error* StateDict_GetBytes(const rh_StateDict* dict, const char* key, size_t k
   auto it = dict->entries.find(std::string(key, key_size));
   if (it == dict->entries.end() || it->second.is_tensor)
     return not_found("StateDict_GetBytes", key, key_size);
-  *out = {reinterpret_cast<const char*>(it->second.bytes.data()), it->second.bytes.size()};
+  *out = {reinterpret_cast<const char*>(it->second.data()), it->second.size()};
   return nullptr;
 }
 size_t StateDict_Size(const rh_StateDict* dict) { return dict->entries.size(); }

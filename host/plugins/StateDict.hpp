@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,17 @@ struct rh_StateDict {
     bool is_tensor = false;
     DLDataType dtype{};
     std::vector<int64_t> shape;
-    std::vector<uint8_t> bytes;  // tensor data (C-contiguous) or the blob
-    DLManagedTensor view{};      // borrowed view handed out by GetTensor
+    std::vector<uint8_t> bytes;  // tensor data (C-contiguous) or the blob, owned
+    // Or a tensor the host lends without a copy (checkpoint::put_tensor_view:
+    // its own CPU tensors, for a save that ends before they change): `owner`
+    // keeps it alive, `bytes` stays empty.
+    std::shared_ptr<const void> owner;
+    const uint8_t* borrowed = nullptr;
+    size_t borrowed_size = 0;
+    DLManagedTensor view{};  // borrowed view handed out by GetTensor
+
+    const uint8_t* data() const { return borrowed != nullptr ? borrowed : bytes.data(); }
+    size_t size() const { return borrowed != nullptr ? borrowed_size : bytes.size(); }
   };
   std::map<std::string, Entry> entries;  // sorted: KeyAt is stable
 };

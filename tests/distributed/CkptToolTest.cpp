@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "common/TestUtil.hpp"
@@ -48,13 +49,21 @@ class CkptToolTest : public ::testing::Test {
     return rh::test::run_command("env -u RH_PLUGIN_PATH " + quote(RH_RUNNER_HOST) + " ckpt " +
                                  args);
   }
-  // A zero stage 2 checkpoint of 2 ranks, at dir/zero/iter_3.
+  // A zero stage 2 checkpoint of 2 ranks (trained once for the suite),
+  // copied to dir/zero/iter_3.
   fs::path zero_checkpoint() {
-    auto r = rh::test::run_job(dir, "zero",
-                               gpt_job("{type: zero, zero_optimization: {stage: 2}}", 3), 2);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
+    if (!shared_) {
+      shared_ = std::make_unique<rh::test::TempDir>();
+      auto r = rh::test::run_job(*shared_, "zero",
+                                 gpt_job("{type: zero, zero_optimization: {stage: 2}}", 3), 2);
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+    }
+    fs::create_directories(dir / "zero");
+    fs::copy(*shared_ / "zero" / "iter_3", dir / "zero" / "iter_3", fs::copy_options::recursive);
     return dir / "zero" / "iter_3";
   }
+  static void TearDownTestSuite() { shared_.reset(); }
+  static std::unique_ptr<rh::test::TempDir> shared_;
   static void flip_last_byte(const fs::path& file) {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(-1, std::ios::end);
@@ -64,6 +73,8 @@ class CkptToolTest : public ::testing::Test {
     f.put(static_cast<char>(c ^ 0x5a));
   }
 };
+
+std::unique_ptr<rh::test::TempDir> CkptToolTest::shared_;
 
 TEST_F(CkptToolTest, InspectListsEveryTensorAndItsShardsAndVerifies) {
   const fs::path at = zero_checkpoint();

@@ -13,7 +13,7 @@
 #   bench_ddp.sh             ddp / PyTorch's DistributedDataParallel
 #   bench_zero.sh            zero stages 1-3 / ddp, memory beside the formulas,
 #                            stage 1 / PyTorch's ZeroRedundancyOptimizer
-#   bench_checkpoint.sh      checkpoint save / dd + fsync of the same bytes
+#   bench_checkpoint.sh      checkpoint save and load (safetensors, torch) against dd + fsync and torch.save / torch.load
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"
@@ -36,7 +36,7 @@ export OMP_NUM_THREADS=1
 
 if [ "$QUICK" = 1 ]; then
   STEP_ARGS=(--epochs 4 --rounds 3); COMM_ARGS=(--sizes 1,16 --reps 3)
-  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=2
+  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4
 else
   STEP_ARGS=(--epochs 16 --rounds 7); COMM_ARGS=(--sizes 1,16,64 --reps 5)
   DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4
@@ -140,7 +140,7 @@ if zrows:
 md += ["", "Memory columns and how they are measured: `docs/zero.md`, \"Memory and speed\".", ""]
 
 # Checkpoint.
-md += ["## Checkpoint save throughput", "", f"    {cmd['ckpt']}", "", "```", text["ckpt"].strip(), "```", ""]
+md += ["## Checkpoint save and load throughput", "", f"    {cmd['ckpt']}", "", "```", text["ckpt"].strip(), "```", ""]
 
 open(out, "w").write("\n".join(md) + "\n")
 print(f"wrote {out} and {charts}/*.png")
