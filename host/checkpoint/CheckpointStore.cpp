@@ -361,13 +361,30 @@ std::string CheckpointStore::verify(const fs::path& dir) const {
     const std::string dir_str = dir.string();
     for (const std::string& stem : meta.files) {
       rh_CheckpointFileArgs args = file_args(dir, dir_str, stem, nullptr);
-      if (io_.vtable().Verify != nullptr) {
-        rh_Error* err = host::call_plugin(io_.what() + " Verify",
-                                          [&] { return io_.vtable().Verify(io_.handle(), &args); });
-        host::throw_if_error(err, "");
-      } else {
-        rh_StateDict scratch;
-        load(dir, stem, scratch);
+      try {
+        if (io_.vtable().Verify != nullptr) {
+          rh_Error* err = host::call_plugin(
+              io_.what() + " Verify", [&] { return io_.vtable().Verify(io_.handle(), &args); });
+          host::throw_if_error(err, "");
+        } else {
+          rh_StateDict scratch;
+          load(dir, stem, scratch);
+        }
+      } catch (const host::HostError& e) {
+        // Which logical tensors the damaged file holds shards of.
+        std::string held;
+        size_t n = 0;
+        for (const auto& [name, t] : meta.tensors)
+          for (const ShardRef& shard : t.shards)
+            if (shard.file == stem) {
+              if (n < 3) held += (n ? ", '" : "'") + name + "'";
+              ++n;
+              break;
+            }
+        if (n == 0) throw;
+        throw host::HostError(e.code(), std::string(e.what()) + " (it holds shards of " +
+                                            std::to_string(n) + " tensor(s): " + held +
+                                            (n > 3 ? ", ..." : "") + ")");
       }
     }
     return "";

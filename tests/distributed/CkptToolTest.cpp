@@ -111,6 +111,13 @@ TEST_F(CkptToolTest, InspectNamesTheFileAndTensorOfADamagedShard) {
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_THAT(missing.output, HasSubstr(rank1.string()));
   EXPECT_THAT(missing.output, HasSubstr("(reading shards of 'master."));
+  EXPECT_THAT(missing.output, HasSubstr("(it holds shards of "));  // the file's check
+  // resume: auto passes over it naming the file and what it holds.
+  auto resumed = rh::test::run_job(
+      dir, "zero", gpt_job("{type: zero, zero_optimization: {stage: 2}}", 4, "resume: auto\n"), 2);
+  EXPECT_THAT(resumed.output, HasSubstr("skipping invalid checkpoint " + at.string()));
+  EXPECT_THAT(resumed.output, HasSubstr(rank1.string()));
+  EXPECT_THAT(resumed.output, HasSubstr("(it holds shards of "));
 }
 
 // The same run saved both ways: the sharded one consolidates to the full
