@@ -197,8 +197,9 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   if (sharded || writer) {
     std::map<std::string, const optim::OptimParam*> params;
     for (const auto& p : optim.params()) params[p.name] = &p;
-    for (const auto& t : optim.state_tensors()) {
-      checkpoint::put_tensor_view(optim_dict, t.name, t.tensor);  // state_tensors(): copies
+    // Lent, not copied: nothing steps before the save ends.
+    for (const auto& t : optim.state_tensors(/*copy=*/false)) {
+      checkpoint::put_tensor_view(optim_dict, t.name, t.tensor);
       const optim::OptimParam* p = state_owner(params, t.name);
       const bool like_param =
           p != nullptr && t.tensor.dim() > 0 && t.tensor.numel() == p->param.numel();

@@ -202,23 +202,26 @@ std::vector<std::string> adam_fields(bool amsgrad) {
   return fields;
 }
 
-at::Tensor cpu_copy(const at::Tensor& t) {
+// A CPU contiguous copy, or (`copy` false) the tensor itself when it is
+// already one.
+at::Tensor cpu_copy(const at::Tensor& t, bool copy = true) {
+  if (!copy && t.device().is_cpu() && t.is_contiguous()) return t.detach();
   return t.detach().to(at::kCPU, t.scalar_type(), /*non_blocking=*/false, /*copy=*/true,
                        at::MemoryFormat::Contiguous);
 }
 
 template <typename State>
 void export_adam(const torch::optim::Optimizer& optimizer, const OptimParam& p, bool amsgrad,
-                 std::vector<model::NamedTensor>& out) {
+                 bool copy, std::vector<model::NamedTensor>& out) {
   const auto& state = optimizer.state();
   const auto found = state.find(compat::optimizer_state_key(state, p.param));
   const State* s = found != state.end() ? static_cast<const State*>(found->second.get()) : nullptr;
   const auto zeros = [&] { return at::zeros(p.param.sizes(), p.param.options().device(at::kCPU)); };
   out.push_back({p.name + ".step", at::scalar_tensor(s ? s->step() : 0, at::kLong)});
-  out.push_back({p.name + ".exp_avg", s ? cpu_copy(s->exp_avg()) : zeros()});
-  out.push_back({p.name + ".exp_avg_sq", s ? cpu_copy(s->exp_avg_sq()) : zeros()});
+  out.push_back({p.name + ".exp_avg", s ? cpu_copy(s->exp_avg(), copy) : zeros()});
+  out.push_back({p.name + ".exp_avg_sq", s ? cpu_copy(s->exp_avg_sq(), copy) : zeros()});
   if (amsgrad) {
-    out.push_back({p.name + ".max_exp_avg_sq", s ? cpu_copy(s->max_exp_avg_sq()) : zeros()});
+    out.push_back({p.name + ".max_exp_avg_sq", s ? cpu_copy(s->max_exp_avg_sq(), copy) : zeros()});
   }
 }
 
@@ -375,17 +378,17 @@ void OptimWrapper::bind_grads(const std::vector<at::Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); ++i) params_[i].param.mutable_grad() = grads[i];
 }
 
-std::vector<model::NamedTensor> OptimWrapper::state_tensors() const {
+std::vector<model::NamedTensor> OptimWrapper::state_tensors(bool copy) const {
   std::vector<model::NamedTensor> out;
   const Kind kind = kind_of(*optimizer_);
   const bool amsgrad = amsgrad_of(*optimizer_, kind);
   for (const OptimParam& p : params_) {
     switch (kind) {
       case Kind::Adam:
-        export_adam<torch::optim::AdamParamState>(*optimizer_, p, amsgrad, out);
+        export_adam<torch::optim::AdamParamState>(*optimizer_, p, amsgrad, copy, out);
         break;
       case Kind::AdamW:
-        export_adam<torch::optim::AdamWParamState>(*optimizer_, p, amsgrad, out);
+        export_adam<torch::optim::AdamWParamState>(*optimizer_, p, amsgrad, copy, out);
         break;
       case Kind::SGD: {
         const auto& state = optimizer_->state();
@@ -393,7 +396,7 @@ std::vector<model::NamedTensor> OptimWrapper::state_tensors() const {
         if (found == state.end()) break;
         const auto& s = static_cast<const torch::optim::SGDParamState&>(*found->second);
         if (s.momentum_buffer().defined()) {
-          out.push_back({p.name + ".momentum_buffer", cpu_copy(s.momentum_buffer())});
+          out.push_back({p.name + ".momentum_buffer", cpu_copy(s.momentum_buffer(), copy)});
         }
         break;
       }

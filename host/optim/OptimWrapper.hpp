@@ -92,7 +92,9 @@ class OptimWrapper {
   //     and zeros: exactly what Adam starts from).
   //   SGD with momentum: momentum_buffer, for the parameters that have one
   //     (a parameter without it has had no gradient yet). SGD without: nothing.
-  std::vector<model::NamedTensor> state_tensors() const;
+  // `copy` false: CPU tensors as they are (no copy), for a save that ends
+  // before the next step.
+  std::vector<model::NamedTensor> state_tensors(bool copy = true) const;
   // The tensors it updates, in the order it was given them.
   const std::vector<OptimParam>& params() const { return params_; }
   // Restores what state_tensors() produced, onto each parameter's device, so
