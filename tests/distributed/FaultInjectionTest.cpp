@@ -297,7 +297,7 @@ TEST_F(FaultInjectionTest, ASegfaultInAHookIsReportedAndTheLastCheckpointStillRe
 // resumes exactly from it (rank 0 verifies every checksum of the checkpoint
 // it resumes from, and would skip a torn one); the last one is also checked
 // file by file and shard by shard (runner-host ckpt inspect). At least 3 kills must have hit a
-// save in flight (a temporary directory left behind: 9 and 11 of 20 in two
+// save in flight (a temporary directory left behind: 11 and 8 of 20 in two
 // runs here), or the test would not test what it says.
 TEST_F(FaultInjectionTest, SigkillDuringSavesKeepsLatestValidAndResumeTakesIt) {
   const std::string yaml =
