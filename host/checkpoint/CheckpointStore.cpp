@@ -134,16 +134,14 @@ CheckpointMeta read_meta(const fs::path& dir) {
       } catch (const std::invalid_argument& e) {
         throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + ": " + e.what());
       }
-      for (const auto& [name, t] : m.tensors) {
+      for (const auto& [name, t] : m.tensors)
         for (const ShardRef& s : t.shards)
           if (std::find(m.files.begin(), m.files.end(), s.file) == m.files.end())
             throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + ": tensor '" + name +
                                                           "' has a shard in '" + s.file +
                                                           "', which \"files\" does not list");
-        if (name.rfind("model.", 0) == 0 && (t.shards.size() != 1 || t.shards[0].file != "model"))
-          m.sharded_tensors.push_back(name.substr(6));
-      }
     }
+    if (meta["config"]) m.config = meta["config"].as<std::string>();
     for (const std::string& stem : m.files) {
       if (!plain_name(stem))
         throw host::HostError(RH_ERROR_DATA_LOSS,
@@ -156,6 +154,20 @@ CheckpointMeta read_meta(const fs::path& dir) {
   } catch (const YAML::Exception& e) {
     throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + " is corrupted: " + e.what());
   }
+}
+
+CheckpointMeta read_current_meta(const fs::path& dir) {
+  CheckpointMeta meta = read_meta(dir);
+  if (meta.format_version != kCheckpointFormatVersion)
+    throw host::HostError(
+        RH_ERROR_FAILED_PRECONDITION,
+        "checkpoint " + dir.string() + " has format_version " +
+            std::to_string(meta.format_version) + "; this runner-host reads format " +
+            std::to_string(kCheckpointFormatVersion) +
+            " (docs/checkpoint-format.md). Format 1 (runner-host before the sharded layout) "
+            "has no tensor table: load_from: " +
+            (dir / "model.safetensors").string() + " starts from its weights");
+  return meta;
 }
 
 std::string meta_digest(const fs::path& dir) {

@@ -119,9 +119,7 @@ struct CheckpointMeta {
   int64_t world_size = 0;
   // Format 2: every logical tensor and its shards (CheckpointIndex.hpp).
   TensorIndex tensors;
-  // The model tensors saved only as per-rank shards (fsdp's sharded state
-  // dict: "model_state": "sharded"), by model name; empty otherwise.
-  std::vector<std::string> sharded_tensors;
+  std::string config;  // the resolved job that wrote it, YAML ("" when absent)
 };
 // The format this runner writes; it reads 2 (format 1, of runner-host
 // before the sharded layout, is refused with the reason).
@@ -129,6 +127,9 @@ constexpr int kCheckpointFormatVersion = 2;
 // Also refuses (DATA_LOSS, naming the checkpoint) a "files" stem that is not
 // a plain file name: a third-party checkpoint-IO plugin may not check.
 CheckpointMeta read_meta(const std::filesystem::path& dir);
+// read_meta of a checkpoint this runner can read (kCheckpointFormatVersion);
+// another format is RH_ERROR_FAILED_PRECONDITION saying what to do instead.
+CheckpointMeta read_current_meta(const std::filesystem::path& dir);
 
 // 64-bit FNV-1a of meta.json's bytes as 16 lowercase hex digits: which
 // checkpoint this is (meta.json holds its iteration and the resolved job),

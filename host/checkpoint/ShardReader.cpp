@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "checkpoint/CheckpointStore.hpp"
 #include "plugins/HostError.hpp"
@@ -98,9 +99,8 @@ void ShardReader::read(const std::vector<Request>& requests, rh_StateDict& out) 
     // LoadSlices takes each stored key once: one call per round of distinct keys.
     while (!copies.empty()) {
       std::vector<Copy> round, later;
-      std::map<std::string, size_t> seen;
-      for (const Copy& c : copies)
-        (seen.emplace(c.shard->key, 0).second ? round : later).push_back(c);
+      std::set<std::string> seen;
+      for (const Copy& c : copies) (seen.insert(c.shard->key).second ? round : later).push_back(c);
       std::vector<rh_CheckpointSlice> slices;
       for (const Copy& c : round)
         slices.push_back({RH_CHECKPOINT_SLICE_STRUCT_SIZE,

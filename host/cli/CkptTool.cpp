@@ -1,10 +1,7 @@
 #include "cli/CkptTool.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <optional>
 
@@ -118,12 +115,7 @@ class Tool {
       : args_(args), registry_(registry), services_(services) {}
 
   int run() {
-    meta_ = checkpoint::read_meta(args_.dir);
-    if (meta_.format_version != checkpoint::kCheckpointFormatVersion)
-      throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
-                            "checkpoint " + args_.dir.string() + " has format_version " +
-                                std::to_string(meta_.format_version) + "; this tool reads format " +
-                                std::to_string(checkpoint::kCheckpointFormatVersion));
+    meta_ = checkpoint::read_current_meta(args_.dir);
     open_io();
     if (args_.command == "inspect") return inspect();
     if (args_.command == "consolidate") return consolidate();
@@ -134,8 +126,10 @@ class Tool {
   // The checkpoint-IO component the checkpoint was written with, configured
   // as its job configured it.
   void open_io() {
-    const std::string config = read_config_text();
-    job_ = config::parse_yaml(config, (args_.dir / "meta.json").string() + " (config)");
+    if (meta_.config.empty())
+      throw host::HostError(RH_ERROR_DATA_LOSS,
+                            (args_.dir / "meta.json").string() + " has no \"config\"");
+    job_ = config::parse_yaml(meta_.config, (args_.dir / "meta.json").string() + " (config)");
     const config::Node* spec = job_->find("checkpoint_io");
     if (spec == nullptr)
       throw host::HostError(RH_ERROR_DATA_LOSS, (args_.dir / "meta.json").string() +
@@ -145,18 +139,6 @@ class Tool {
     io_ = factory_->create_checkpoint_io(*spec);
     store_ = std::make_unique<checkpoint::CheckpointStore>(args_.dir.parent_path(), *io_);
     reader_ = std::make_unique<checkpoint::ShardReader>(*store_, args_.dir, meta_.tensors);
-  }
-
-  std::string read_config_text() const {
-    const std::string path = (args_.dir / "meta.json").string();
-    std::string text;
-    if (const int err = config::read_text_file(path, text); err != 0)
-      throw host::HostError(RH_ERROR_IO, "cannot read " + path + ": " + std::strerror(err));
-    const YAML::Node meta = YAML::Load(text);
-    if (!meta["config"])
-      throw host::HostError(RH_ERROR_DATA_LOSS,
-                            (args_.dir / "meta.json").string() + " has no \"config\"");
-    return meta["config"].as<std::string>();
   }
 
   int inspect() {

@@ -192,7 +192,7 @@ void DataLoader::start_epoch_at_sample(int64_t epoch, size_t skip_batches, size_
 }
 
 size_t DataLoader::batches_from(size_t sample_offset) const {
-  return impl_->batches_of(impl_->sampler.indices(sample_offset).size());
+  return impl_->batches_of(impl_->sampler.num_samples(sample_offset));
 }
 
 size_t DataLoader::batches_per_epoch() const { return impl_->batches(); }

@@ -41,6 +41,13 @@ size_t DistributedSampler::num_samples() const {
   return drop_last_ ? dataset_size_ / world : (dataset_size_ + world - 1) / world;
 }
 
+size_t DistributedSampler::num_samples(size_t start) const {
+  const size_t world = static_cast<size_t>(world_size_);
+  const size_t total = num_samples() * world;
+  const size_t rest = start < total ? total - start : 0;
+  return drop_last_ ? rest / world : (rest + world - 1) / world;
+}
+
 size_t DistributedSampler::num_real_samples() const { return num_real_samples(0); }
 
 std::vector<size_t> DistributedSampler::indices() const { return indices(0); }
@@ -59,9 +66,7 @@ std::vector<size_t> DistributedSampler::indices(size_t start) const {
   // Padded by repeating from the start (or trimmed) to num_samples() * world
   // positions, then every world-th position from start + rank.
   const size_t world = static_cast<size_t>(world_size_);
-  const size_t total = num_samples() * world;
-  const size_t rest = start < total ? total - start : 0;
-  const size_t count = drop_last_ ? rest / world : (rest + world - 1) / world;
+  const size_t count = num_samples(start);
   std::vector<size_t> mine;
   mine.reserve(count);
   for (size_t j = 0; j < count && dataset_size_ > 0; ++j)
@@ -74,9 +79,7 @@ size_t DistributedSampler::num_real_samples(size_t start) const {
   const size_t world = static_cast<size_t>(world_size_);
   const size_t first = start + static_cast<size_t>(rank_);
   const size_t real = first < dataset_size_ ? (dataset_size_ - first + world - 1) / world : 0;
-  const size_t total = num_samples() * world;
-  const size_t rest = start < total ? total - start : 0;
-  return std::min(real, drop_last_ ? rest / world : (rest + world - 1) / world);
+  return std::min(real, num_samples(start));
 }
 
 }  // namespace rh::data

@@ -26,6 +26,8 @@ class DistributedSampler {
   // (ceil of the rest over the world, or floor with drop_last), repeating
   // from the start of the order past its end. indices(0) == indices().
   std::vector<size_t> indices(size_t start) const;
+  // indices(start).size(), without drawing the order.
+  size_t num_samples(size_t start) const;
   // How many of indices(start) are real samples (a prefix).
   size_t num_real_samples(size_t start) const;
   size_t num_samples() const;  // per rank per epoch

@@ -29,12 +29,6 @@ namespace fs = std::filesystem;
 namespace rh::lifecycle {
 namespace {
 
-// A JSON string's content (no quotes).
-std::string json_escape(const std::string& s) {
-  const std::string quoted = checkpoint::json_string(s);
-  return quoted.substr(1, quoted.size() - 2);
-}
-
 void check(const host::StrategyInstance& s, const char* step, rh_Error* err) {
   host::throw_if_error(err, s.what() + " " + step);
 }
@@ -272,18 +266,21 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   else
     files_json += "\"optimizer\", ";
   files_json += "\"state\"";
+  using checkpoint::json_string;
   const std::string meta =
       "{\n  \"format_version\": " + std::to_string(checkpoint::kCheckpointFormatVersion) +
-      ",\n  \"runner\": \"runner-host " + opt_.runner_version + "\",\n  \"name\": \"" +
-      json_escape(name) + "\",\n  \"epoch\": " + std::to_string(progress.epochs_done) +
+      ",\n  \"runner\": " + json_string("runner-host " + opt_.runner_version) +
+      ",\n  \"name\": " + json_string(name) +
+      ",\n  \"epoch\": " + std::to_string(progress.epochs_done) +
       ",\n  \"iter\": " + std::to_string(progress.iters_done) +
       ",\n  \"samples_in_epoch\": " + std::to_string(progress.samples_in_epoch()) +
-      ",\n  \"world_size\": " + std::to_string(world_size) + ",\n  \"strategy\": \"" +
-      json_escape(strategy_.type()) + "\",\n  \"checkpoint_io\": \"" +
-      json_escape(checkpoint_io_type_) + "\",\n  \"files\": [" + files_json + "]" +
+      ",\n  \"world_size\": " + std::to_string(world_size) +
+      ",\n  \"strategy\": " + json_string(strategy_.type()) +
+      ",\n  \"checkpoint_io\": " + json_string(checkpoint_io_type_) + ",\n  \"files\": [" +
+      files_json + "]" +
       (shard_only.empty() ? std::string() : ",\n  \"model_state\": \"sharded\"") +
-      ",\n  \"tensors\": " + tensors_json + ",\n  \"config\": \"" + json_escape(opt_.config_yaml) +
-      "\"\n}\n";
+      ",\n  \"tensors\": " + tensors_json + ",\n  \"config\": " + json_string(opt_.config_yaml) +
+      "\n}\n";
   // Rank 0 writes (every rank holds the same state under ddp); all ranks
   // learn whether it worked, so none goes on past a failed save.
   rh_ErrorCode code = RH_ERROR_OK;
@@ -436,29 +433,10 @@ std::optional<fs::path> RunCheckpoints::choose_resume() {
 
 // ---- Load ------------------------------------------------------------------------
 
-namespace {
-
-// A checkpoint this runner can read (format 2: the tensor table).
-checkpoint::CheckpointMeta readable_meta(const fs::path& dir) {
-  checkpoint::CheckpointMeta meta = checkpoint::read_meta(dir);
-  if (meta.format_version != checkpoint::kCheckpointFormatVersion)
-    throw host::HostError(
-        RH_ERROR_FAILED_PRECONDITION,
-        "checkpoint " + dir.string() + " has format_version " +
-            std::to_string(meta.format_version) + "; this runner-host reads format " +
-            std::to_string(checkpoint::kCheckpointFormatVersion) +
-            " (docs/checkpoint-format.md). Format 1 (runner-host before the sharded layout) "
-            "has no tensor table: load_from: " +
-            (dir / "model.safetensors").string() + " starts from its weights");
-  return meta;
-}
-
-}  // namespace
-
 void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::path>& resume_dir,
                                   bool resuming_training) {
   if (resume_dir) {
-    const checkpoint::CheckpointMeta meta = readable_meta(*resume_dir);
+    const checkpoint::CheckpointMeta meta = checkpoint::read_current_meta(*resume_dir);
     // A strategy that rebuilds its parameters from the fp32 masters
     // (sharded_model_state) takes them in resume(), from the masters' shards
     // in any layout: those parameters are not read here, nor whole anywhere.
@@ -491,7 +469,7 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
   if (fs::is_directory(path)) {
     checkpoint::CheckpointMeta meta;
     try {
-      meta = readable_meta(path);
+      meta = checkpoint::read_current_meta(path);
     } catch (const host::HostError& e) {
       throw config::ConfigError(path_node->location(), path_node->path(), e.what());
     }
@@ -640,7 +618,7 @@ checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, mode
 
 RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& optim,
                                    c10::Device device, const DataPosition& data) {
-  const checkpoint::CheckpointMeta meta = readable_meta(dir);
+  const checkpoint::CheckpointMeta meta = checkpoint::read_current_meta(dir);
   resumed_strategy_ = meta.strategy;
   resumed_state_ = rh_StateDict{};
   rh_StateDict& state_dict = resumed_state_;
@@ -660,8 +638,6 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
   for (const auto& p : optim.params()) {
     const std::vector<int64_t> full = full_shape(p);
     const std::vector<int64_t> shard = shape_of(p.param.sizes());
-    int64_t full_numel = 1;
-    for (int64_t d : full) full_numel *= d;
     auto mismatch = [&](const std::string& logical, const checkpoint::LogicalTensor& t) {
       std::ostringstream msg;
       msg << what << " does not match the model: '" << logical << "' is "

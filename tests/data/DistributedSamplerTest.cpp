@@ -104,6 +104,7 @@ TEST(DistributedSampler, IndicesFromAStartPositionContinueTheSameOrder) {
         const std::vector<size_t> mine = s.indices(start);
         const size_t total = s.num_samples() * static_cast<size_t>(world);
         EXPECT_EQ(mine.size(), (total - start + world - 1) / world) << world << " " << start;
+        EXPECT_EQ(s.num_samples(start), mine.size()) << world << " " << start;
         for (size_t j = 0; j < mine.size(); ++j)
           EXPECT_EQ(mine[j], order[(start + r + j * world) % 20]) << world << " " << start;
         size_t real = 0;
