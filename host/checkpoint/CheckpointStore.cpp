@@ -212,7 +212,9 @@ std::string CheckpointStore::meta_digest(const fs::path& dir) const {
   return checkpoint::meta_digest(dir);
 }
 
-void CheckpointStore::write_files(const fs::path& tmp, const std::vector<CheckpointFile>& files) {
+bool CheckpointStore::saves_in_background() const { return io_.saves_in_background(); }
+
+void CheckpointStore::queue_files(const fs::path& tmp, const std::vector<CheckpointFile>& files) {
   const std::string tmp_str = tmp.string();
   for (const CheckpointFile& f : files) {
     if (!plain_name(f.stem))
@@ -223,11 +225,39 @@ void CheckpointStore::write_files(const fs::path& tmp, const std::vector<Checkpo
                                       [&] { return io_.vtable().Save(io_.handle(), &args); });
     host::throw_if_error(err, tmp_str + ": " + io_.what() + " Save of '" + f.stem + "'");
   }
-  if (io_.vtable().Flush != nullptr) {
-    rh_Error* err =
-        host::call_plugin(io_.what() + " Flush", [&] { return io_.vtable().Flush(io_.handle()); });
-    host::throw_if_error(err, tmp_str + ": " + io_.what() + " Flush");
-  }
+}
+
+void CheckpointStore::flush(const fs::path& tmp) {
+  if (io_.vtable().Flush == nullptr) return;
+  rh_Error* err =
+      host::call_plugin(io_.what() + " Flush", [&] { return io_.vtable().Flush(io_.handle()); });
+  host::throw_if_error(err, tmp.string() + ": " + io_.what() + " Flush");
+}
+
+void CheckpointStore::write_files(const fs::path& tmp, const std::vector<CheckpointFile>& files) {
+  queue_files(tmp, files);
+  flush(tmp);
+}
+
+fs::path CheckpointStore::begin(const std::string& name) {
+  const std::string problem = name_problem(name);
+  if (!problem.empty())
+    throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name: " + problem);
+  static std::atomic<int> counter{0};
+  const fs::path tmp =
+      work_dir_ / (name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::error_code ec;
+  fs::create_directories(work_dir_, ec);
+  if (ec) io_error("cannot create work_dir " + work_dir_.string(), ec.value());
+  remove_leftovers(work_dir_, name);
+  if (!fs::create_directory(tmp, ec) || ec)
+    io_error("cannot create checkpoint directory " + tmp.string(), ec ? ec.value() : EEXIST);
+  return tmp;
+}
+
+void CheckpointStore::abandon(const fs::path& tmp) {
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
 }
 
 fs::path CheckpointStore::save(const std::string& name, const std::vector<CheckpointFile>& files,
@@ -240,19 +270,8 @@ fs::path CheckpointStore::save(const std::string& name, const std::vector<Checkp
     if (!plain_name(f.stem))
       throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "checkpoint '" + name + "': file stem '" +
                                                            f.stem + "' is not a plain file name");
-  static std::atomic<int> counter{0};
-  const fs::path final_dir = work_dir_ / name;
-  const fs::path tmp =
-      work_dir_ / (name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  std::error_code ec;
-  // After the exchange `tmp` holds the previous checkpoint, no longer named:
-  // a later failure removing it (in the catch below) loses nothing.
+  const fs::path tmp = begin(name);
   try {
-    fs::create_directories(work_dir_, ec);
-    if (ec) io_error("cannot create work_dir " + work_dir_.string(), ec.value());
-    remove_leftovers(work_dir_, name);
-    if (!fs::create_directory(tmp, ec) || ec)
-      io_error("cannot create checkpoint directory " + tmp.string(), ec ? ec.value() : EEXIST);
     const std::string tmp_str = tmp.string();
     for (const CheckpointFile& f : files) {
       rh_CheckpointFileArgs args =
@@ -268,6 +287,20 @@ fs::path CheckpointStore::save(const std::string& name, const std::vector<Checkp
       host::throw_if_error(err, "checkpoint '" + name + "': " + io_.what() + " Flush");
     }
     if (before_meta) before_meta(tmp);
+  } catch (...) {
+    abandon(tmp);
+    throw;
+  }
+  return publish(name, tmp, meta_json);
+}
+
+fs::path CheckpointStore::publish(const std::string& name, const fs::path& tmp,
+                                  const std::string& meta_json) {
+  const fs::path final_dir = work_dir_ / name;
+  std::error_code ec;
+  // After the exchange `tmp` holds the previous checkpoint, no longer named:
+  // a later failure removing it (in the catch below) loses nothing.
+  try {
     publish_step("files_written");
     write_file_durably(tmp / "meta.json", meta_json);
     fsync_path(tmp, true);
@@ -355,6 +388,10 @@ bool CheckpointStore::load_slices(const fs::path& dir, const std::string& stem,
   rh_Error* err = host::call_plugin(io_.what() + " LoadSlices", [&] {
     return vt.LoadSlices(io_.handle(), &args, slices.data(), slices.size());
   });
+  if (err != nullptr && err->code == RH_ERROR_UNIMPLEMENTED) {  // a wrapper that cannot (1.6)
+    delete err;
+    return false;
+  }
   host::throw_if_error(err, "checkpoint " + dir_str);
   return true;
 }

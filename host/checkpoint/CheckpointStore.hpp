@@ -56,6 +56,9 @@ class CheckpointStore {
   CheckpointStore(std::filesystem::path work_dir, host::CheckpointIoInstance& io);
 
   const std::filesystem::path& work_dir() const { return work_dir_; }
+  // The plugin only queues writes (SavesInBackground): saves go through
+  // begin/queue_files, then BackgroundSave.
+  bool saves_in_background() const;
 
   // Publishes checkpoint `name`; returns its directory. `meta_json` is the
   // content of meta.json (it must list the stems under "files" and hold
@@ -71,6 +74,20 @@ class CheckpointStore {
   // Writes `files` into a save's temporary directory (another rank's
   // before_meta gave it), each fsynced by the plugin. Throws HostError.
   void write_files(const std::filesystem::path& tmp, const std::vector<CheckpointFile>& files);
+
+  // save() in steps, for a save published in the background (a plugin with
+  // SavesInBackground): begin() makes the temporary directory (on rank 0,
+  // removing a killed process's leftovers); queue_files() hands each file to
+  // the plugin's Save, which may only queue it; flush() waits until they are
+  // durable; publish() writes meta.json and renames, as save() does
+  // (removing `tmp` when it fails); abandon() removes `tmp`. Each throws
+  // HostError naming the directory.
+  std::filesystem::path begin(const std::string& name);
+  void queue_files(const std::filesystem::path& tmp, const std::vector<CheckpointFile>& files);
+  void flush(const std::filesystem::path& tmp);
+  std::filesystem::path publish(const std::string& name, const std::filesystem::path& tmp,
+                                const std::string& meta_json);
+  void abandon(const std::filesystem::path& tmp);
   // Deletes a published checkpoint; refuses the one `latest` names.
   void remove(const std::string& name);
 

@@ -10,12 +10,14 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/BackgroundSave.hpp"
 #include "checkpoint/CheckpointIndex.hpp"
 #include "checkpoint/CheckpointStore.hpp"
 #include "checkpoint/ShardReader.hpp"
 #include "checkpoint/TensorDict.hpp"
 #include "config/ConfigNode.hpp"
 #include "lifecycle/HookDispatcher.hpp"
+#include "lifecycle/JobKeys.hpp"
 #include "lifecycle/World.hpp"
 #include "model/Model.hpp"
 #include "optim/OptimWrapper.hpp"
@@ -43,10 +45,11 @@ std::string optimizer_stem(int rank, bool sharded) {
 std::vector<int64_t> shape_of(at::IntArrayRef shape) { return {shape.begin(), shape.end()}; }
 
 // One shard this rank writes: entry `key` of the file `file` (already in
-// `dict`), elements [offset, offset + its numel) of logical tensor `tensor`.
+// `dict`), elements [offset, offset + its numel) of logical tensor `tensor`;
+// its checksum unless `crc` is false.
 checkpoint::ShardRecord shard_record(const std::string& tensor, std::vector<int64_t> shape,
                                      const std::string& file, const rh_StateDict& dict,
-                                     const std::string& key, int64_t offset) {
+                                     const std::string& key, int64_t offset, bool crc) {
   const rh_StateDict::Entry& e = dict.entries.at(key);
   checkpoint::ShardRecord r;
   r.tensor = tensor;
@@ -58,7 +61,8 @@ checkpoint::ShardRecord shard_record(const std::string& tensor, std::vector<int6
   int64_t numel = 1;
   for (int64_t d : e.shape) numel *= d;
   r.shard.numel = numel;
-  r.shard.crc32 = rh::crc32_update(0, e.data(), e.size());
+  // A background save computes it there, off the loop (BackgroundSave).
+  if (crc) r.shard.crc32 = rh::crc32_update(0, e.data(), e.size());
   return r;
 }
 
@@ -129,13 +133,20 @@ RunCheckpoints::RunCheckpoints(const config::Node& job, const RunnerOptions& opt
       world_(world),
       hooks_(hooks),
       strategy_(strategy),
-      checkpoint_io_type_(std::move(checkpoint_io_type)) {}
+      checkpoint_io_type_(std::move(checkpoint_io_type)),
+      timeout_s_(job_value<double>(job, "dist.timeout_s", 300.0)) {}
+
+RunCheckpoints::~RunCheckpoints() = default;
 
 // ---- Save ----------------------------------------------------------------------
 
 void RunCheckpoints::save(const std::string& name, const RunProgress& progress, model::Model& model,
                           optim::OptimWrapper& optim, c10::Device device) {
   const auto t0 = std::chrono::steady_clock::now();
+  finish_background_save();  // at most one in flight
+  // The plugin only queues the writes: hand it a snapshot (copies), not the
+  // live tensors, and publish in the background.
+  const bool background = store_.saves_in_background();
   const fs::path dir = store_.work_dir() / name;
   const int rank = world_.rank();
   const int world_size = world_.size();
@@ -157,16 +168,19 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
     }
   }
   // `lend`: the tensors stay as they are until the save ends (no copy);
-  // not for a unit a strategy gathered only for the call.
+  // not for a unit a strategy gathered only for the call. A background
+  // save copies everything into its snapshot.
   auto add_model = [&](const std::vector<model::NamedTensor>& list, bool lend) {
     for (const auto& t : list) {
       if (shard_only.count(t.name) != 0) continue;
-      if (lend)
+      if (background)
+        snapshot(model_dict, "model." + t.name, t.name, t.tensor);
+      else if (lend)
         checkpoint::put_tensor_view(model_dict, t.name, t.tensor);
       else
         checkpoint::put_tensor(model_dict, t.name, t.tensor);
       records.push_back(shard_record("model." + t.name, shape_of(t.tensor.sizes()), "model",
-                                     model_dict, t.name, 0));
+                                     model_dict, t.name, 0, !background));
     }
   };
   if (!shard_only.empty()) {
@@ -191,25 +205,32 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   if (sharded || writer) {
     std::map<std::string, const optim::OptimParam*> params;
     for (const auto& p : optim.params()) params[p.name] = &p;
-    // Lent, not copied: nothing steps before the save ends.
+    // Lent, not copied: nothing steps before a synchronous save ends.
     for (const auto& t : optim.state_tensors(/*copy=*/false)) {
-      checkpoint::put_tensor_view(optim_dict, t.name, t.tensor);
+      if (background)
+        snapshot(optim_dict, "optim." + t.name, t.name, t.tensor);
+      else
+        checkpoint::put_tensor_view(optim_dict, t.name, t.tensor);
       const optim::OptimParam* p = state_owner(params, t.name);
       const bool like_param =
           p != nullptr && t.tensor.dim() > 0 && t.tensor.numel() == p->param.numel();
       records.push_back(
           shard_record("optim." + t.name, like_param ? full_shape(*p) : shape_of(t.tensor.sizes()),
-                       own_stem, optim_dict, t.name, like_param ? p->full_offset : 0));
+                       own_stem, optim_dict, t.name, like_param ? p->full_offset : 0, !background));
     }
     if (sharded)
       for (const auto& p : optim.params()) {
         const std::string key = p.name + kShardValueSuffix;
-        checkpoint::put_tensor_view(optim_dict, key, p.param);  // the masters: alive until the step
+        if (background)
+          snapshot(optim_dict, "master." + p.name, key, p.param);
+        else
+          checkpoint::put_tensor_view(optim_dict, key,
+                                      p.param);  // the masters: alive until the step
         records.push_back(shard_record("master." + p.name, full_shape(p), own_stem, optim_dict, key,
-                                       p.full_offset));
+                                       p.full_offset, !background));
         if (shard_only.count(p.name) != 0)
           records.push_back(shard_record("model." + p.name, full_shape(p), own_stem, optim_dict,
-                                         key, p.full_offset));
+                                         key, p.full_offset, !background));
       }
   }
   checkpoint::put_text(
@@ -239,7 +260,51 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   if (writer)
     for (const auto& [key, e] : state_dict.entries)
       if (e.is_tensor)
-        records.push_back(shard_record("state." + key, e.shape, "state", state_dict, key, 0));
+        records.push_back(
+            shard_record("state." + key, e.shape, "state", state_dict, key, 0, !background));
+  std::string files_json = "\"model\", ";
+  if (sharded)
+    for (int r = 0; r < world_size; ++r) files_json += "\"" + optimizer_stem(r, true) + "\", ";
+  else
+    files_json += "\"optimizer\", ";
+  files_json += "\"state\"";
+  // meta.json around the merged tensor table (by value: a background save
+  // builds it after the loop went on).
+  auto make_meta = [name, progress, world_size, files_json, strategy = strategy_.type(),
+                    io = checkpoint_io_type_, runner = opt_.runner_version,
+                    config = opt_.config_yaml,
+                    model_sharded = !shard_only.empty()](const std::string& tensors_json) {
+    using checkpoint::json_string;
+    return "{\n  \"format_version\": " + std::to_string(checkpoint::kCheckpointFormatVersion) +
+           ",\n  \"runner\": " + json_string("runner-host " + runner) +
+           ",\n  \"name\": " + json_string(name) +
+           ",\n  \"epoch\": " + std::to_string(progress.epochs_done) +
+           ",\n  \"iter\": " + std::to_string(progress.iters_done) +
+           ",\n  \"samples_in_epoch\": " + std::to_string(progress.samples_in_epoch()) +
+           ",\n  \"world_size\": " + std::to_string(world_size) +
+           ",\n  \"strategy\": " + json_string(strategy) +
+           ",\n  \"checkpoint_io\": " + json_string(io) + ",\n  \"files\": [" + files_json + "]" +
+           (model_sharded ? std::string(",\n  \"model_state\": \"sharded\"") : "") +
+           ",\n  \"tensors\": " + tensors_json + ",\n  \"config\": " + json_string(config) +
+           "\n}\n";
+  };
+  if (background) {
+    std::vector<std::pair<std::string, std::unique_ptr<rh_StateDict>>> files;
+    auto own = [](rh_StateDict& d) { return std::make_unique<rh_StateDict>(std::move(d)); };
+    if (writer) files.emplace_back("model", own(model_dict));
+    if (writer || sharded) files.emplace_back(own_stem, own(optim_dict));
+    if (writer) files.emplace_back("state", own(state_dict));
+    start_background_save(name, progress.iters_done, std::move(files), std::move(records),
+                          make_meta, sharded);
+    // What the loop waited (the benchmark reads it): the previous save if
+    // still in flight, the snapshot, handing the files over.
+    if (writer)
+      spdlog::info(
+          "checkpoint {}: the loop waited {:.3f} s; written and published in the background",
+          dir.string(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return;
+  }
   // Rank 0 merges every rank's shards into the table.
   std::string tensors_json, index_problem;
   double tensor_bytes = 0;  // every rank's, on rank 0
@@ -260,27 +325,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
       }
     }
   }
-  std::string files_json = "\"model\", ";
-  if (sharded)
-    for (int r = 0; r < world_size; ++r) files_json += "\"" + optimizer_stem(r, true) + "\", ";
-  else
-    files_json += "\"optimizer\", ";
-  files_json += "\"state\"";
-  using checkpoint::json_string;
-  const std::string meta =
-      "{\n  \"format_version\": " + std::to_string(checkpoint::kCheckpointFormatVersion) +
-      ",\n  \"runner\": " + json_string("runner-host " + opt_.runner_version) +
-      ",\n  \"name\": " + json_string(name) +
-      ",\n  \"epoch\": " + std::to_string(progress.epochs_done) +
-      ",\n  \"iter\": " + std::to_string(progress.iters_done) +
-      ",\n  \"samples_in_epoch\": " + std::to_string(progress.samples_in_epoch()) +
-      ",\n  \"world_size\": " + std::to_string(world_size) +
-      ",\n  \"strategy\": " + json_string(strategy_.type()) +
-      ",\n  \"checkpoint_io\": " + json_string(checkpoint_io_type_) + ",\n  \"files\": [" +
-      files_json + "]" +
-      (shard_only.empty() ? std::string() : ",\n  \"model_state\": \"sharded\"") +
-      ",\n  \"tensors\": " + tensors_json + ",\n  \"config\": " + json_string(opt_.config_yaml) +
-      "\n}\n";
+  const std::string meta = make_meta(tensors_json);
   // Rank 0 writes (every rank holds the same state under ddp); all ranks
   // learn whether it worked, so none goes on past a failed save.
   rh_ErrorCode code = RH_ERROR_OK;
@@ -345,6 +390,144 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
                  dir.string(), tensor_bytes / 1e6, s, tensor_bytes / 1e6 / s);
   }
   hooks_.after_save(dir.string());
+}
+
+// ---- Saves in the background -------------------------------------------------------
+
+void RunCheckpoints::snapshot(rh_StateDict& dict, const std::string& slot, const std::string& key,
+                              const at::Tensor& tensor) {
+  // The previous background save is over (at most one in flight), so its
+  // buffers are free: copying into memory already touched costs no page
+  // faults, which a fresh allocation of the whole state would.
+  at::Tensor& buffer = staging_[slot];
+  if (!buffer.defined() || buffer.sizes() != tensor.sizes() ||
+      buffer.scalar_type() != tensor.scalar_type())
+    buffer = at::empty(tensor.sizes(), tensor.options().device(at::kCPU));
+  buffer.copy_(tensor.detach());
+  checkpoint::put_tensor_view(dict, key, buffer);
+}
+
+namespace {
+// "1, 3" for the ranks that passed true.
+std::string ranks_of(const std::vector<bool>& flags) {
+  std::string out;
+  for (size_t r = 0; r < flags.size(); ++r)
+    if (flags[r]) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+}  // namespace
+
+void RunCheckpoints::start_background_save(
+    const std::string& name, int64_t iters_done,
+    std::vector<std::pair<std::string, std::unique_ptr<rh_StateDict>>> files,
+    std::vector<checkpoint::ShardRecord> records,
+    std::function<std::string(const std::string& tensors_json)> meta_json, bool sharded) {
+  const int rank = world_.rank();
+  // Rank 0 makes the directory every rank writes into.
+  std::string tmp, failure;
+  rh_ErrorCode code = RH_ERROR_OK;
+  if (rank == 0) {
+    try {
+      tmp = store_.begin(name).string();
+    } catch (const host::HostError& e) {
+      code = e.code();
+      failure = e.what();
+    }
+  }
+  tmp = world_.broadcast_string(tmp);
+  code = static_cast<rh_ErrorCode>(world_.broadcast_int(static_cast<int64_t>(code)));
+  if (tmp.empty())
+    throw host::HostError(
+        code, "checkpoint '" + name +
+                  "': " + (rank == 0 ? failure : "rank 0 could not start it (its log says why)"));
+  // Every rank hands its files to the plugin, which queues them.
+  std::vector<checkpoint::CheckpointFile> list;
+  for (const auto& [stem, dict] : files) list.push_back({stem, dict.get()});
+  try {
+    store_.queue_files(tmp, list);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  const std::vector<bool> failed = world_.gather_flags(!failure.empty());
+  const std::string ranks = ranks_of(failed);
+  if (!ranks.empty()) {
+    try {  // the plugin lets go of what it queued before the snapshot goes
+      store_.flush(tmp);
+    } catch (const std::exception&) {
+    }
+    world_.gather_flags(false);  // every rank let go: the directory can go
+    if (rank == 0) store_.abandon(tmp);
+    throw host::HostError(RH_ERROR_IO, !failure.empty() ? "checkpoint '" + name + "': " + failure
+                                                        : "rank(s) " + ranks +
+                                                              " could not hand their files of "
+                                                              "checkpoint '" +
+                                                              name +
+                                                              "' to the checkpoint IO (their "
+                                                              "logs say why)");
+  }
+  checkpoint::BackgroundSaveJob job;
+  job.name = name;
+  job.tmp = tmp;
+  job.rank = rank;
+  if (rank == 0 && sharded)
+    for (int r = 1; r < world_.size(); ++r) job.reporters.push_back(r);
+  job.files = std::move(files);
+  job.records = std::move(records);
+  job.meta_json = std::move(meta_json);
+  job.timeout_s = timeout_s_;
+  background_ = std::make_unique<checkpoint::BackgroundSave>(store_, std::move(job));
+  last_saved_iter_ = iters_done;
+}
+
+bool RunCheckpoints::save_finished() const { return !background_ || background_->finished(); }
+
+void RunCheckpoints::poll_background_save(int ranks_finished) {
+  if (background_ && ranks_finished == world_.size()) finish_background_save();
+}
+
+void RunCheckpoints::finish_background_save() {
+  if (!background_) return;
+  const std::unique_ptr<checkpoint::BackgroundSave> save = std::move(background_);
+  const auto [code, problem] = save->wait();
+  const std::vector<bool> failed = world_.gather_flags(code != RH_ERROR_OK);
+  const std::vector<std::string> removals = std::exchange(removals_after_save_, {});
+  const std::string ranks = ranks_of(failed);
+  if (!ranks.empty()) {
+    if (code != RH_ERROR_OK)
+      throw host::HostError(
+          code, "checkpoint '" + save->name() + "' failed in the background: " + problem);
+    throw host::HostError(RH_ERROR_IO, "checkpoint '" + save->name() +
+                                           "' failed in the background on rank(s) " + ranks +
+                                           " (their logs say why)");
+  }
+  const fs::path dir = store_.work_dir() / save->name();
+  if (world_.rank() == 0)
+    spdlog::info(
+        "saved checkpoint {} ({:.1f} MB of tensors in {:.3f} s in the background, {:.0f} "
+        "MB/s)",
+        dir.string(), save->tensor_bytes() / 1e6, save->seconds(),
+        save->tensor_bytes() / 1e6 / save->seconds());
+  hooks_.after_save(dir.string());
+  if (world_.rank() == 0)
+    for (const std::string& old : removals) {
+      try {
+        store_.remove(old);
+      } catch (const std::exception& e) {
+        spdlog::warn("removal of checkpoint {} (asked for while {} was saved): {}", old,
+                     save->name(), e.what());
+      }
+    }
+}
+
+void RunCheckpoints::remove(const std::string& name) {
+  const std::string problem = checkpoint::CheckpointStore::name_problem(name);
+  if (!problem.empty())
+    throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name: " + problem);
+  if (background_) {
+    removals_after_save_.push_back(name);
+    return;
+  }
+  if (world_.rank() == 0) store_.remove(name);
 }
 
 // ---- Which checkpoint to resume from ---------------------------------------------

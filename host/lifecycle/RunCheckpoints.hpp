@@ -11,17 +11,22 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "checkpoint/CheckpointIndex.hpp"
 #include "lifecycle/Runner.hpp"
 #include "model/Model.hpp"
 #include "plugins/StateDict.hpp"
 #include "rh/rh_strategy.h"
 
 namespace rh::checkpoint {
+class BackgroundSave;
 class CheckpointStore;
 struct CheckpointMeta;
 struct LoadReport;
@@ -67,6 +72,9 @@ class RunCheckpoints {
   RunCheckpoints(const config::Node& job, const RunnerOptions& opt,
                  checkpoint::CheckpointStore& store, World& world, HookDispatcher& hooks,
                  host::StrategyInstance& strategy, std::string checkpoint_io_type);
+  // A save still in the background is abandoned (its directory removed) once
+  // the plugin's queued writes end; nothing published changes.
+  ~RunCheckpoints();
 
   // The checkpoint every rank resumes from (`resume:`), or nullopt: rank 0
   // chooses and verifies it (checksums, once) and broadcasts its path and
@@ -80,8 +88,27 @@ class RunCheckpoints {
                     bool resuming_training);
   // Saves checkpoint `name` (every rank calls it; rank 0 writes and every
   // rank learns whether that worked). Throws HostError when it did not.
+  // With a checkpoint IO that saves in the background, it returns once the
+  // snapshot is handed over (a save still in flight is finished first).
   void save(const std::string& name, const RunProgress& progress, model::Model& model,
             optim::OptimWrapper& optim, c10::Device device);
+  // Checkpoint_Remove: rank 0 deletes `name` now, or once the save in flight
+  // is published (an older checkpoint is never removed before the newer one
+  // exists, and `latest` may still name it until then).
+  void remove(const std::string& name);
+
+  // Background saves, at most one in flight. This rank's part of it is over
+  // (or there is none): the flag every rank sends with the loss.
+  bool save_finished() const;
+  // At an iteration boundary, on every rank with the number of ranks whose
+  // part was over: when that is all of them, the save ends here, on every
+  // rank at the same iteration (finish_background_save).
+  void poll_background_save(int ranks_finished);
+  // Waits for the save in flight, then on every rank: after_save_checkpoint
+  // and the removals asked for meanwhile, or the save's error thrown
+  // (HostError naming the checkpoint and the ranks that failed). Before the
+  // next save and at the end of the run.
+  void finish_background_save();
   // Resume, part 1: the optimizer state (and a sharding strategy's fp32
   // masters), resharded to this run's parameters from whatever layout wrote
   // them; the loop counters, with the data position converted to this run's
@@ -111,6 +138,17 @@ class RunCheckpoints {
                                     model::Model& model, const std::vector<std::string>& sharded);
   checkpoint::LoadReport load_model(const rh_StateDict& dict, model::Model& model,
                                     const std::vector<std::string>& sharded = {});
+  // Copies `tensor` into the snapshot of a background save, as `key` of
+  // `dict`, in the buffer `slot` the previous background save used.
+  void snapshot(rh_StateDict& dict, const std::string& slot, const std::string& key,
+                const at::Tensor& tensor);
+  // The snapshot handed to a plugin that saves in the background: rank 0
+  // makes the directory, every rank queues its files, then BackgroundSave.
+  void start_background_save(
+      const std::string& name, int64_t iters_done,
+      std::vector<std::pair<std::string, std::unique_ptr<rh_StateDict>>> files,
+      std::vector<checkpoint::ShardRecord> records,
+      std::function<std::string(const std::string& tensors_json)> meta_json, bool sharded);
 
   const config::Node& job_;
   const RunnerOptions& opt_;
@@ -122,6 +160,12 @@ class RunCheckpoints {
   rh_StateDict resumed_state_;    // between resume() and finish_resume()
   std::string resumed_strategy_;  // the strategy that wrote it
   int64_t last_saved_iter_ = -1;
+  double timeout_s_ = 300;  // dist.timeout_s: rank 0's wait for the ranks' reports
+  std::unique_ptr<checkpoint::BackgroundSave> background_;  // the save in flight
+  // The snapshot's buffers, kept for the next background save (one copy of
+  // the saved state in CPU memory, as PyTorch DCP's cached staging keeps).
+  std::map<std::string, at::Tensor> staging_;
+  std::vector<std::string> removals_after_save_;
 };
 
 }  // namespace rh::lifecycle

@@ -289,9 +289,13 @@ struct Runner::State {
         const AccumulationWindow window =
             accumulation_window(optim->accumulative_counts(), p.inner_done, batches, p.iters_done,
                                 train_cfg.by_epoch ? 0 : train_cfg.max_iters);
-        const StepResult r = step->run(*batch, window, launch::stop_signal() != 0);
+        const StepResult r = step->run(
+            *batch, window, RankFlags{launch::stop_signal() != 0, checkpoints->save_finished()});
         mid_window = !window.last_batch;
         note_stop_signal(r.ranks_signalled);
+        // A background save that every rank has finished ends here, on every
+        // rank at once (after_save_checkpoint, or its error).
+        checkpoints->poll_background_save(r.ranks_save_finished);
         ++p.iters_done;
         ++p.inner_done;
         if (!mid_window) run_deferred_checkpoint_ops();
@@ -338,6 +342,7 @@ struct Runner::State {
       }
       set_state(RH_MODE_TRAIN, p.epochs_done, p.iters_done, p.inner_done);
     }
+    checkpoints->finish_background_save();  // the run's last save, published
     const double loop_s = seconds_since(loop_start);
     const int64_t ran = p.iters_done - first_iter;
     spdlog::info("train loop: {} iterations in {:.3f} s ({:.4f} ms/iteration, validation included)",
@@ -598,7 +603,7 @@ struct Runner::State {
             deferred.push_back({false, name});
             return;
           }
-          if (world->rank() == 0) store.remove(name);
+          checkpoints->remove(name);
         });
   }
 
@@ -614,9 +619,9 @@ struct Runner::State {
     for (const auto& op : ops) {
       if (op.save) {
         save_checkpoint(op.name);
-      } else if (world->rank() == 0) {
+      } else {
         try {
-          store.remove(op.name);
+          checkpoints->remove(op.name);
         } catch (const std::exception& e) {
           spdlog::warn("deferred removal of checkpoint {}: {}", op.name, e.what());
         }
@@ -642,6 +647,7 @@ struct Runner::State {
       set_state(RH_MODE_TRAIN, progress.epochs_done, iters - 1, progress.inner_done - 1);
       save_checkpoint(saved);
     }
+    checkpoints->finish_background_save();  // published before the process stops
     throw StopRequested(stop_signal,
                         "stopped by signal " + std::to_string(stop_signal) + " after iteration " +
                             std::to_string(iters) +

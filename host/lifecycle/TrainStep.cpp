@@ -63,8 +63,7 @@ TrainStep::TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapp
       input_dtype_(input_dtype(strategy)),
       params_(model.named_parameters()) {}
 
-StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window,
-                          bool stop_signalled) {
+StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, RankFlags flags) {
   const bool step = window.last_batch;
   model_.train(true);
   // Named ranges (RECORD_USER_SCOPE): the phases in a profiler trace (hook
@@ -80,8 +79,9 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window,
   // The logged loss is the mean over ranks: its all-reduce runs while we do
   // backward and the step (read at the end, no round trip of its own; every
   // rank issues it here, before the strategy's collectives). It also carries
-  // this rank's stop signal, so all ranks learn of one together.
-  PendingMean mean_loss = world_.start_mean(loss, stop_signalled);
+  // this rank's flags (a stop signal, a background save over), so all ranks
+  // learn of them together.
+  PendingMean mean_loss = world_.start_mean(loss, flags);
   const auto& vt = strategy_.vtable();
   StepResult result;
   {
@@ -137,9 +137,10 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window,
         if (p.tensor.grad().defined()) p.tensor.mutable_grad() = at::Tensor();
   }
   RECORD_USER_SCOPE("rh::loss_mean");  // waits for the logged loss's all-reduce
-  const auto [mean, ranks_signalled] = mean_loss.get();
+  const auto [mean, counts] = mean_loss.get();
   result.loss = mean;
-  result.ranks_signalled = ranks_signalled;
+  result.ranks_signalled = counts.stop_signalled;
+  result.ranks_save_finished = counts.save_finished;
   return result;
 }
 

@@ -28,6 +28,7 @@ namespace rh::lifecycle {
 
 class ModelAccess;
 class World;
+struct RankFlags;
 
 // Where a batch falls in its gradient-accumulation window: windows of
 // `accumulative_counts` batches start at the epoch's start and are cut short
@@ -58,6 +59,7 @@ struct StepResult {
   bool skipped = false;     // the strategy skipped this optimizer step (ShouldStep: fp16 overflow)
   double loss_scale = 1;    // what the loss was multiplied by before backward (LossScale)
   int ranks_signalled = 0;  // ranks that had a stop signal when the step began
+  int ranks_save_finished = 0;  // ranks whose part of a background save was over by then
 };
 
 class TrainStep {
@@ -68,7 +70,7 @@ class TrainStep {
   TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapper& optim,
             host::StrategyInstance& strategy, World& world, c10::Device device,
             std::vector<at::Tensor> strategy_grads = {});
-  StepResult run(const data::Batch& batch, AccumulationWindow window, bool stop_signalled);
+  StepResult run(const data::Batch& batch, AccumulationWindow window, RankFlags flags);
 
  private:
   model::Model& model_;

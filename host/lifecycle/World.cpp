@@ -35,8 +35,10 @@ comm::Buffer buffer(const at::Tensor& t) {
 
 PendingMean::PendingMean(at::Tensor value, std::shared_ptr<comm::Work> work)
     : value_(std::move(value)), work_(std::move(work)) {}
-PendingMean::PendingMean(at::Tensor scalar, bool stop_signalled)
-    : value_(std::move(scalar)), local_signalled_(stop_signalled ? 1 : 0) {}
+PendingMean::PendingMean(at::Tensor scalar, RankFlags flags)
+    : value_(std::move(scalar)),
+      local_(true),
+      local_counts_{flags.stop_signalled ? 1 : 0, flags.save_finished ? 1 : 0} {}
 PendingMean::PendingMean(PendingMean&&) noexcept = default;
 
 PendingMean::~PendingMean() {
@@ -47,11 +49,13 @@ PendingMean::~PendingMean() {
   }
 }
 
-std::pair<double, int> PendingMean::get() {
-  if (local_signalled_ >= 0) return {value_.item<double>(), local_signalled_};
+std::pair<double, FlagCounts> PendingMean::get() {
+  if (local_) return {value_.item<double>(), local_counts_};
   if (work_) std::exchange(work_, nullptr)->wait();
   at::Tensor v = value_.cpu();
-  return {v[0].item<double>(), static_cast<int>(std::lround(v[1].item<double>()))};
+  const double* d = v.data_ptr<double>();
+  return {d[0],
+          FlagCounts{static_cast<int>(std::lround(d[1])), static_cast<int>(std::lround(d[2]))}};
 }
 
 // ---- World -------------------------------------------------------------------
@@ -225,16 +229,18 @@ void World::sum(at::Tensor& totals) {
   totals = t.cpu();
 }
 
-PendingMean World::start_mean(const at::Tensor& scalar, bool stop_signalled) {
-  if (size_ <= 1) return {scalar.detach(), stop_signalled};
+PendingMean World::start_mean(const at::Tensor& scalar, RankFlags flags) {
+  if (size_ <= 1) return {scalar.detach(), flags};
   // A copy (the collective writes it in place), read without a device sync
   // until get(); alone, it stays where it is (a move to the CPU here would
-  // wait for the GPU before backward is even queued). Whether this rank has
-  // a stop signal rides in a second element as size (or 0): its mean is the
-  // number of ranks that have one, exact in double.
-  at::Tensor t = at::empty({2}, scalar.options().dtype(at::kDouble));
+  // wait for the GPU before backward is even queued). Each flag rides in an
+  // element of its own as size (or 0): its mean is the number of ranks that
+  // raised it, exact in double.
+  at::Tensor t = at::empty({3}, scalar.options().dtype(at::kDouble));
   t.narrow(0, 0, 1).copy_(scalar.detach().reshape({1}));
-  t.narrow(0, 1, 1).fill_(stop_signalled ? static_cast<double>(size_) : 0.0);
+  const double n = static_cast<double>(size_);
+  t.narrow(0, 1, 1).fill_(flags.stop_signalled ? n : 0.0);
+  t.narrow(0, 2, 1).fill_(flags.save_finished ? n : 0.0);
   t = on_comm_device(t);
   auto work = comm_->all_reduce(buffer(t), comm::ReduceOp::Avg, true);
   return {std::move(t), std::move(work)};

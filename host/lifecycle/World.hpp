@@ -32,24 +32,36 @@ class Model;
 
 namespace rh::lifecycle {
 
+// What each rank tells the others every iteration, riding with the loss.
+struct RankFlags {
+  bool stop_signalled = false;  // it received SIGTERM / SIGUSR1
+  bool save_finished = true;    // its part of a background checkpoint save is over (or none)
+};
+// How many ranks raised each flag.
+struct FlagCounts {
+  int stop_signalled = 0;
+  int save_finished = 0;
+};
+
 // A scalar mean over the ranks (the logged loss), started after forward and
 // read after the optimizer step, so it overlaps backward instead of adding a
-// round trip. It also carries whether each rank has a stop signal.
+// round trip. It also carries every rank's RankFlags.
 class PendingMean {
  public:
   PendingMean(at::Tensor value, std::shared_ptr<comm::Work> work);
-  // One process: the scalar itself and this process's stop flag, nothing to
+  // One process: the scalar itself and this process's flags, nothing to
   // reduce (no tensor built per iteration).
-  PendingMean(at::Tensor scalar, bool stop_signalled);
+  PendingMean(at::Tensor scalar, RankFlags flags);
   PendingMean(PendingMean&&) noexcept;
   ~PendingMean();  // left unread (the step threw): waits, the collective writes value_
-  // The mean, and how many ranks had a stop signal.
-  std::pair<double, int> get();
+  // The mean, and how many ranks raised each flag.
+  std::pair<double, FlagCounts> get();
 
  private:
   at::Tensor value_;
   std::shared_ptr<comm::Work> work_;  // null in one process, or once read
-  int local_signalled_ = -1;          // >= 0: one process, value_ is the scalar
+  bool local_ = false;                // one process: value_ is the scalar
+  FlagCounts local_counts_;
 };
 
 class World {
@@ -96,7 +108,7 @@ class World {
   // Sums a CPU double tensor over the ranks, in place.
   void sum(at::Tensor& totals);
   // Starts the mean of `scalar` (any device) over the ranks.
-  PendingMean start_mean(const at::Tensor& scalar, bool stop_signalled);
+  PendingMean start_mean(const at::Tensor& scalar, RankFlags flags);
 
  private:
   at::Tensor on_comm_device(const at::Tensor& t) const;

@@ -120,6 +120,12 @@ const rh_CheckpointIoVtable& CheckpointIoInstance::vtable() const {
   return std::get<rh_CheckpointIoVtable>(info_.component->vtable);
 }
 
+bool CheckpointIoInstance::saves_in_background() const {
+  // The registry's copy of the vtable is zero past the plugin's struct_size.
+  const auto fn = vtable().SavesInBackground;
+  return fn != nullptr && fn(handle_) != 0;
+}
+
 // ---- Factory ------------------------------------------------------------------
 
 ComponentFactory::ComponentFactory(PluginRegistry& registry, HostServices& services,
@@ -128,7 +134,13 @@ ComponentFactory::ComponentFactory(PluginRegistry& registry, HostServices& servi
       services_(services),
       job_dir_(std::move(job_dir)),
       job_dir_str_(job_dir_.string()),
-      work_dir_(std::move(work_dir)) {}
+      work_dir_(std::move(work_dir)) {
+  // CheckpointIo_Create (a wrapper's inner component) comes here.
+  services_.set_checkpoint_io_factory(
+      [this](const config::Node& spec) { return create_checkpoint_io(spec); });
+}
+
+ComponentFactory::~ComponentFactory() { services_.set_checkpoint_io_factory({}); }
 
 Plugin& ComponentFactory::load_explicit(const config::Node& plugin_node) {
   fs::path path = plugin_node.as_string();
@@ -152,12 +164,14 @@ void ComponentFactory::load_explicit_plugins(const config::Node& job_root) {
 }
 
 const Component& ComponentFactory::resolve(rh_ComponentKind kind, const config::Node& spec) {
-  const config::Node* type_node = spec.find("type");
+  // Looked up (recorded): a component inside another's subtree (CheckpointIo_Create) has its
+  // `type:` and `plugin:` read here, not by the component around it.
+  const config::Node* type_node = spec.lookup("type");
   if (type_node == nullptr) config_error(spec, "missing required key 'type'");
   const std::string type = type_node->as_string();
   const std::string kind_str = kind_name(kind);
 
-  if (const config::Node* plugin_node = spec.find("plugin")) {
+  if (const config::Node* plugin_node = spec.lookup("plugin")) {
     Plugin* plugin = &load_explicit(*plugin_node);
     std::vector<std::string> provided;
     for (const Component& c : plugin->components) {

@@ -86,6 +86,8 @@ class CheckpointIoInstance {
   const std::string& what() const { return info_.what; }
   const rh_CheckpointIoVtable& vtable() const;
   rh_CheckpointIoInstance* handle() const { return handle_; }
+  // SavesInBackground (ABI 1.6): Save only queues the write.
+  bool saves_in_background() const;
 
  private:
   InstanceInfo info_;
@@ -100,6 +102,9 @@ class ComponentFactory {
   // `job_dir` resolves relative `plugin:` paths; `work_dir` is passed to Create.
   ComponentFactory(PluginRegistry& registry, HostServices& services, std::filesystem::path job_dir,
                    std::string work_dir);
+  ~ComponentFactory();
+  ComponentFactory(const ComponentFactory&) = delete;
+  ComponentFactory& operator=(const ComponentFactory&) = delete;
 
   // Loads the library of every component of the job (`strategy:`, each of
   // `hooks:`, `checkpoint_io:`) that names one with `plugin:`, before any

@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "config/ConfigNode.hpp"
+#include "plugins/ComponentFactory.hpp"
 #include "plugins/HostError.hpp"
+#include "plugins/PluginCall.hpp"
 #include "plugins/StateDict.hpp"
 
 namespace rh::host {
@@ -179,6 +181,74 @@ rh_Error* Checkpoint_Remove(rh_Context* context, const char* name, size_t size) 
   return checkpoint_call(context, name, size, false);
 }
 
+}  // namespace
+}  // namespace rh::host
+
+// Behind the opaque rh_CheckpointIo: a component another one created.
+struct rh_CheckpointIo {
+  std::unique_ptr<rh::host::CheckpointIoInstance> io;
+};
+
+namespace rh::host {
+namespace {
+
+// ---- A checkpoint-IO component inside another (ABI 1.6) ---------------------------
+rh_Error* CheckpointIo_Create(rh_Context* context, const rh_ConfigNode* config,
+                              rh_CheckpointIo** out) {
+  if (context == nullptr || config == nullptr || out == nullptr)
+    return new_error(RH_ERROR_INVALID_ARGUMENT, "CheckpointIo_Create: NULL argument");
+  const auto& factory = context->services->checkpoint_io_factory();
+  if (!factory)
+    return new_error(RH_ERROR_FAILED_PRECONDITION,
+                     "CheckpointIo_Create called by " + context->log_name +
+                         " outside the creation of the job's components");
+  return guard_entry("CheckpointIo_Create", [&]() -> rh_Error* {
+    *out = new rh_CheckpointIo{factory(*node_of(config))};
+    return nullptr;
+  });
+}
+void CheckpointIo_Destroy(rh_CheckpointIo* io) { delete io; }
+
+// Calls one function of the wrapped component; its error comes back named.
+template <class Fn>
+rh_Error* wrapped_call(rh_CheckpointIo* io, const char* fn_name, Fn&& fn) {
+  if (io == nullptr || io->io == nullptr)
+    return new_error(RH_ERROR_INVALID_ARGUMENT,
+                     std::string("CheckpointIo_") + fn_name + ": NULL handle");
+  const CheckpointIoInstance& c = *io->io;
+  const std::string what = c.what() + " " + fn_name;
+  rh_Error* error = call_plugin(what, [&] { return fn(c.vtable(), c.handle()); });
+  if (error == nullptr) return nullptr;
+  std::unique_ptr<rh_Error> owned(error);
+  return new_error(owned->code, what + ": " + owned->message);
+}
+rh_Error* CheckpointIo_Save(rh_CheckpointIo* io, const rh_CheckpointFileArgs* args) {
+  return wrapped_call(io, "Save",
+                      [&](const rh_CheckpointIoVtable& vt, auto* h) { return vt.Save(h, args); });
+}
+rh_Error* CheckpointIo_Load(rh_CheckpointIo* io, const rh_CheckpointFileArgs* args) {
+  return wrapped_call(io, "Load",
+                      [&](const rh_CheckpointIoVtable& vt, auto* h) { return vt.Load(h, args); });
+}
+rh_Error* CheckpointIo_Verify(rh_CheckpointIo* io, const rh_CheckpointFileArgs* args) {
+  return wrapped_call(io, "Verify", [&](const rh_CheckpointIoVtable& vt, auto* h) {
+    return vt.Verify != nullptr ? vt.Verify(h, args) : nullptr;
+  });
+}
+rh_Error* CheckpointIo_Flush(rh_CheckpointIo* io) {
+  return wrapped_call(io, "Flush", [&](const rh_CheckpointIoVtable& vt, auto* h) {
+    return vt.Flush != nullptr ? vt.Flush(h) : nullptr;
+  });
+}
+rh_Error* CheckpointIo_LoadSlices(rh_CheckpointIo* io, const rh_CheckpointFileArgs* args,
+                                  const rh_CheckpointSlice* slices, size_t num_slices) {
+  return wrapped_call(io, "LoadSlices", [&](const rh_CheckpointIoVtable& vt, auto* h) {
+    if (!RH_STRUCT_HAS(&vt, rh_CheckpointIoVtable, LoadSlices) || vt.LoadSlices == nullptr)
+      return new_error(RH_ERROR_UNIMPLEMENTED, "it reads whole files only (no LoadSlices)");
+    return vt.LoadSlices(h, args, slices, num_slices);
+  });
+}
+
 // ---- State dicts -------------------------------------------------------------
 rh_Error* StateDict_PutTensor(rh_StateDict* dict, const char* key, size_t key_size,
                               const DLManagedTensor* tensor) {
@@ -281,6 +351,13 @@ HostServices::HostServices() : state_{} {
   api_.StateDict_KeyAt = &StateDict_KeyAt;
   api_.Checkpoint_Save = &Checkpoint_Save;
   api_.Checkpoint_Remove = &Checkpoint_Remove;
+  api_.CheckpointIo_Create = &CheckpointIo_Create;
+  api_.CheckpointIo_Destroy = &CheckpointIo_Destroy;
+  api_.CheckpointIo_Save = &CheckpointIo_Save;
+  api_.CheckpointIo_Load = &CheckpointIo_Load;
+  api_.CheckpointIo_Verify = &CheckpointIo_Verify;
+  api_.CheckpointIo_Flush = &CheckpointIo_Flush;
+  api_.CheckpointIo_LoadSlices = &CheckpointIo_LoadSlices;
   state_.struct_size = RH_RUN_STATE_STRUCT_SIZE;
   state_.world_size = 1;
 }
@@ -321,6 +398,10 @@ DLDevice HostServices::device() const {
 void HostServices::set_checkpoint_handlers(CheckpointHandler save, CheckpointHandler remove) {
   checkpoint_save_ = std::move(save);
   checkpoint_remove_ = std::move(remove);
+}
+
+void HostServices::set_checkpoint_io_factory(CheckpointIoFactory factory) {
+  checkpoint_io_factory_ = std::move(factory);
 }
 
 std::vector<std::pair<std::string, double>> HostServices::take_metrics() {

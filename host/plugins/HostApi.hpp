@@ -17,9 +17,13 @@
 
 #include "rh/rh_host.h"
 
+namespace rh::config {
+class Node;
+}
 namespace rh::host {
 class HostServices;
-}
+class CheckpointIoInstance;
+}  // namespace rh::host
 
 // Behind the opaque rh_Context: who is calling, for logs and errors.
 struct rh_Context {
@@ -62,6 +66,14 @@ class HostServices {
   const CheckpointHandler& checkpoint_save() const { return checkpoint_save_; }
   const CheckpointHandler& checkpoint_remove() const { return checkpoint_remove_; }
 
+  // What CheckpointIo_Create does (a checkpoint-IO component wrapping
+  // another): installed by the component factory while it exists; unset,
+  // the call fails with RH_ERROR_FAILED_PRECONDITION. Throws HostError.
+  using CheckpointIoFactory =
+      std::function<std::unique_ptr<CheckpointIoInstance>(const config::Node& spec)>;
+  void set_checkpoint_io_factory(CheckpointIoFactory factory);
+  const CheckpointIoFactory& checkpoint_io_factory() const { return checkpoint_io_factory_; }
+
  private:
   rh_HostApi api_;
   std::deque<std::unique_ptr<rh_Context>> contexts_;
@@ -71,6 +83,7 @@ class HostServices {
   DLDevice device_{kDLCPU, 0};
   CheckpointHandler checkpoint_save_;
   CheckpointHandler checkpoint_remove_;
+  CheckpointIoFactory checkpoint_io_factory_;
 };
 
 }  // namespace rh::host

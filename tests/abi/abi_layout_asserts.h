@@ -103,7 +103,7 @@ RH_ABI_PIN_SIZE(rh_Metric, 24);
 RH_ABI_PIN_OFFSET(rh_Metric, name, 0);
 RH_ABI_PIN_OFFSET(rh_Metric, value, 16);
 
-RH_ABI_PIN_SIZE(rh_HostApi, 360);
+RH_ABI_PIN_SIZE(rh_HostApi, 416);
 RH_ABI_PIN_OFFSET(rh_HostApi, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_HostApi, abi_major, 8);
 RH_ABI_PIN_OFFSET(rh_HostApi, abi_minor, 12);
@@ -151,7 +151,15 @@ RH_ABI_PIN_OFFSET(rh_HostApi, CommWork_Destroy, 336);
 /* ABI 1.1 */
 RH_ABI_PIN_OFFSET(rh_HostApi, Checkpoint_Save, 344);
 RH_ABI_PIN_OFFSET(rh_HostApi, Checkpoint_Remove, 352);
-RH_ABI_PIN_STRUCT_SIZE(RH_HOST_API_STRUCT_SIZE, rh_HostApi, 360);
+/* 1.6 */
+RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_Create, 360);
+RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_Destroy, 368);
+RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_Save, 376);
+RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_Load, 384);
+RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_Verify, 392);
+RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_Flush, 400);
+RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_LoadSlices, 408);
+RH_ABI_PIN_STRUCT_SIZE(RH_HOST_API_STRUCT_SIZE, rh_HostApi, 416);
 
 RH_ABI_PIN_SIZE(rh_CreateArgs, 80);
 RH_ABI_PIN_OFFSET(rh_CreateArgs, struct_size, 0);
@@ -297,7 +305,7 @@ RH_ABI_PIN_OFFSET(rh_CheckpointSlice, offset, 24);
 RH_ABI_PIN_OFFSET(rh_CheckpointSlice, numel, 32);
 RH_ABI_PIN_STRUCT_SIZE(RH_CHECKPOINT_SLICE_STRUCT_SIZE, rh_CheckpointSlice, 40);
 
-RH_ABI_PIN_SIZE(rh_CheckpointIoVtable, 64);
+RH_ABI_PIN_SIZE(rh_CheckpointIoVtable, 72);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Create, 8);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Destroy, 16);
@@ -306,7 +314,8 @@ RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Load, 32);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Verify, 40);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, Flush, 48);
 RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, LoadSlices, 56);
-RH_ABI_PIN_STRUCT_SIZE(RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE, rh_CheckpointIoVtable, 64);
+RH_ABI_PIN_OFFSET(rh_CheckpointIoVtable, SavesInBackground, 64); /* 1.6 */
+RH_ABI_PIN_STRUCT_SIZE(RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE, rh_CheckpointIoVtable, 72);
 
 /* ---- rh_plugin.h --------------------------------------------------------- */
 

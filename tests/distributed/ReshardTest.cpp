@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "common/TestUtil.hpp"
 #include "distributed/DistributedTestUtil.hpp"
@@ -209,6 +211,70 @@ TEST_F(ReshardTest, AModelOfOtherShapesIsStillRefused) {
   EXPECT_THAT(wider.output, HasSubstr("does not match the model"));
   EXPECT_THAT(wider.output, HasSubstr("embed.token.weight: checkpoint [96, 32] vs model [96, 48]"));
   EXPECT_EQ(rh::test::read_file(at("first", 2) / "optimizer.rank1.safetensors"), before);
+}
+
+// Checkpoint IO async on 2 ranks of zero stage 2: each rank writes its
+// optimizer shards in the background and reports them to rank 0, which
+// publishes once both did. The files equal a synchronous save's byte for
+// byte (the training that went on did not reach the snapshot), no report is
+// left in the checkpoint, and `ckpt inspect` (which opens the files through
+// async and its inner component) verifies every shard.
+TEST_F(ReshardTest, ABackgroundSaveOnTwoRanksEqualsTheSynchronousOne) {
+  auto sync = run("sync", gpt_job(zero(2), 4, 8, 4), 2);
+  ASSERT_EQ(sync.exit_code, 0) << sync.output;
+  auto bg = rh::test::run_job(
+      dir, "bg",
+      gpt_job(zero(2), 4, 8, 4, "checkpoint_io: {type: async, inner: {type: safetensors}}\n"), 2,
+      "RH_FAULT_INJECT=async_write_delay_ms:200");
+  ASSERT_EQ(bg.exit_code, 0) << bg.output;
+  EXPECT_THAT(bg.output, HasSubstr("written and published in the background"));
+  auto table = [](const fs::path& ckpt) {
+    const std::string meta = rh::test::read_file(ckpt / "meta.json");
+    return meta.substr(meta.find("\"tensors\":"),
+                       meta.find("\"config\":") - meta.find("\"tensors\":"));
+  };
+  for (int iter : {4, 8}) {
+    SCOPED_TRACE("iteration " + std::to_string(iter));
+    EXPECT_EQ(table(at("bg", iter)), table(at("sync", iter)));
+    for (const char* file : {"model.safetensors", "optimizer.rank0.safetensors",
+                             "optimizer.rank1.safetensors", "state.safetensors"})
+      rh::test::expect_equal_bytes(at("bg", iter) / file, at("sync", iter) / file);
+    for (const auto& e : fs::directory_iterator(at("bg", iter)))
+      EXPECT_EQ(e.path().filename().string().find("shards.rank"), std::string::npos) << e.path();
+  }
+  auto inspect = rh::test::run_command(rh::test::quote(RH_RUNNER_HOST) + " ckpt inspect " +
+                                       rh::test::quote(at("bg", 8).string()));
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_THAT(inspect.output, ::testing::Not(HasSubstr("damaged")));
+}
+
+// A background write that fails on one rank fails the run on every rank, at
+// the same iteration boundary, naming the checkpoint; the previous
+// checkpoint and `latest` are kept. zero: rank 1's optimizer shards fail,
+// rank 0 learns it from rank 1's report. ddp: rank 0's model file fails,
+// rank 1 (which writes nothing) names rank 0.
+TEST_F(ReshardTest, AFailedBackgroundWriteOnOneRankFailsEveryRank) {
+  const std::string async = "checkpoint_io: {type: async, inner: {type: safetensors}}\n";
+  for (const auto& [strategy, stem, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {zero(2), "optimizer.rank1",
+            "checkpoint 'iter_4' failed in the background: rank 1 could not write its files of "
+            "checkpoint 'iter_4': "},
+           {"{type: ddp}", "model", "checkpoint 'iter_4' failed in the background on rank(s) 0"}}) {
+    SCOPED_TRACE(strategy);
+    const std::string name = stem == "model" ? "ddp_fail" : "zero_fail";
+    auto r = rh::test::run_job(dir, name, gpt_job(strategy, 4, 6, 2, async), 2,
+                               "RH_FAULT_INJECT=async_write_fail:iter_4/" + stem);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(says));
+    EXPECT_THAT(r.output,
+                HasSubstr("cannot write " + stem + " (RH_FAULT_INJECT=async_write_fail)"));
+    EXPECT_FALSE(fs::exists(at(name, 4)));
+    EXPECT_TRUE(fs::exists(at(name, 2) / "meta.json"));
+    EXPECT_EQ(rh::test::read_file(dir / name / "latest"), "iter_2\n");
+    for (const auto& e : fs::directory_iterator(dir / name))
+      EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
 }
 
 }  // namespace

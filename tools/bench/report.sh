@@ -13,7 +13,7 @@
 #   bench_ddp.sh             ddp / PyTorch's DistributedDataParallel
 #   bench_zero.sh            zero stages 1-3 / ddp, memory beside the formulas,
 #                            stage 1 / PyTorch's ZeroRedundancyOptimizer
-#   bench_checkpoint.sh      checkpoint save and load (safetensors, torch) against dd + fsync and torch.save / torch.load
+#   bench_checkpoint.sh      checkpoint save and load (safetensors, torch, async) against dd + fsync and torch.save / torch.load
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"

@@ -43,6 +43,10 @@
  *        ROOT_PREPARE / ROOT_ADOPT hand each rank its shards).
  *   1.5  rh_CheckpointIoVtable: LoadSlices with rh_CheckpointSlice (a rank
  *        reads only the ranges of stored shards it needs: resharding).
+ *   1.6  rh_HostApi: CheckpointIo_Create/Destroy/Save/Load/Verify/Flush/
+ *        LoadSlices (a checkpoint-IO component that wraps another);
+ *        rh_CheckpointIoVtable: SavesInBackground (the host publishes the
+ *        checkpoint in the background), LoadSlices may answer UNIMPLEMENTED.
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -55,7 +59,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 5
+#define RH_ABI_VERSION_MINOR 6
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

@@ -8,7 +8,9 @@
  * checks files it wrote (size, checksum) so that a torn checkpoint is found.
  *
  * Who calls what: the host calls every function below; the plugin implements
- * them. Create, Save and Load are required.
+ * them. Create, Save and Load are required. The host never calls two
+ * functions of one instance at the same time; with SavesInBackground, Flush
+ * comes from another thread than Save.
  */
 #ifndef RH_CKPT_IO_H_
 #define RH_CKPT_IO_H_
@@ -71,11 +73,20 @@ typedef struct rh_CheckpointIoVtable {
    * tensors are not checked here: the host verifies a checkpoint before it
    * resumes from it. A key that is not in the file is RH_ERROR_NOT_FOUND, a
    * range beyond the tensor RH_ERROR_INVALID_ARGUMENT, each naming the file.
-   * NULL = the host calls Load and takes the ranges from the whole tensors. */
+   * NULL, or (1.6) RH_ERROR_UNIMPLEMENTED from this instance (a wrapper
+   * whose wrapped component cannot) = the host calls Load and takes the
+   * ranges from the whole tensors. */
   rh_Error* (*LoadSlices)(rh_CheckpointIoInstance* instance, const rh_CheckpointFileArgs* args,
                           const rh_CheckpointSlice* slices, size_t num_slices);
+  /* Optional (ABI 1.6). Returns 1 when Save only queues the write: the dict
+   * given to Save is read after Save returns, until Flush returns. The host
+   * then hands Save a snapshot it owns (CPU copies nothing changes), and
+   * calls Flush and publishes the checkpoint on a background thread while
+   * training goes on; at most one save is in flight. NULL or 0 = args->dict
+   * is borrowed for the call of Save only. */
+  int32_t (*SavesInBackground)(const rh_CheckpointIoInstance* instance);
 } rh_CheckpointIoVtable;
-#define RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_CheckpointIoVtable, LoadSlices)
+#define RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_CheckpointIoVtable, SavesInBackground)
 
 #ifdef __cplusplus
 } /* extern "C" */

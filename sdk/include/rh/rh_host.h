@@ -21,6 +21,8 @@
  *   rh_Model       the host's torch model as strategies see it (rh_strategy.h).
  *   rh_Comm        a communicator: the world or a subgroup.
  *   rh_CommWork    an asynchronous collective in flight.
+ *   rh_CheckpointIo a checkpoint-IO component another one wraps (1.6);
+ *                  owned by the component that created it.
  */
 #ifndef RH_HOST_H_
 #define RH_HOST_H_
@@ -39,6 +41,10 @@ typedef struct rh_StateDict rh_StateDict;
 typedef struct rh_Model rh_Model;
 typedef struct rh_Comm rh_Comm;
 typedef struct rh_CommWork rh_CommWork;
+typedef struct rh_CheckpointIo rh_CheckpointIo;
+/* Defined in rh_ckpt_io.h (which includes this header). */
+struct rh_CheckpointFileArgs;
+struct rh_CheckpointSlice;
 
 typedef enum rh_LogLevel {
   RH_LOG_TRACE = 0,
@@ -227,8 +233,32 @@ typedef struct rh_HostApi {
   /* Deletes the published checkpoint `name` of the work_dir (max_keep,
    * replaced best). Refuses the one `latest` points to. */
   rh_Error* (*Checkpoint_Remove)(rh_Context* context, const char* name, size_t name_size);
+
+  /* ---- A checkpoint-IO component inside another (ABI 1.6) --------------- */
+  /* For a checkpoint-IO component that wraps another (the shipped `async`
+   * wraps the one it writes with): creates the component `config` selects
+   * (its `type:` and optional `plugin:`), found, checked and created as the
+   * job's `checkpoint_io:` is, its unread keys reported as unknown. Call it
+   * from the wrapper's Create with a node of the wrapper's own config. The
+   * handle is owned by the caller until CheckpointIo_Destroy. */
+  rh_Error* (*CheckpointIo_Create)(rh_Context* context, const rh_ConfigNode* config,
+                                   rh_CheckpointIo** out);
+  /* Destroys the component. Accepts NULL. */
+  void (*CheckpointIo_Destroy)(rh_CheckpointIo* io);
+  /* The component's functions (rh_ckpt_io.h), called through the host, which
+   * supplies the defaults of those it lacks: Verify and Flush succeed,
+   * LoadSlices is RH_ERROR_UNIMPLEMENTED. Errors are prefixed with the
+   * component's name. One call at a time per handle (not thread-safe for one
+   * handle; any thread). Arguments are borrowed as rh_ckpt_io.h says. */
+  rh_Error* (*CheckpointIo_Save)(rh_CheckpointIo* io, const struct rh_CheckpointFileArgs* args);
+  rh_Error* (*CheckpointIo_Load)(rh_CheckpointIo* io, const struct rh_CheckpointFileArgs* args);
+  rh_Error* (*CheckpointIo_Verify)(rh_CheckpointIo* io, const struct rh_CheckpointFileArgs* args);
+  rh_Error* (*CheckpointIo_Flush)(rh_CheckpointIo* io);
+  rh_Error* (*CheckpointIo_LoadSlices)(rh_CheckpointIo* io,
+                                       const struct rh_CheckpointFileArgs* args,
+                                       const struct rh_CheckpointSlice* slices, size_t num_slices);
 } rh_HostApi;
-#define RH_HOST_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_HostApi, Checkpoint_Remove)
+#define RH_HOST_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_HostApi, CheckpointIo_LoadSlices)
 
 /* Passed to every component's Create. Borrowed for the call; the pointers
  * inside stay valid until the instance is destroyed. */

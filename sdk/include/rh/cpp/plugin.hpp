@@ -61,6 +61,8 @@ RH_DETAIL_DETECT(has_load_slices,
                  std::declval<T&>().load_slices(std::declval<const rh_CheckpointFileArgs&>(),
                                                 std::declval<const rh_CheckpointSlice*>(),
                                                 size_t{}));
+// ABI 1.6: bool saves_in_background() const.
+RH_DETAIL_DETECT(has_saves_in_background, std::declval<const T&>().saves_in_background());
 
 // What every adapter allocates per instance: the host table (to build
 // errors) next to the user's object.
@@ -244,6 +246,12 @@ struct CheckpointIoAdapter {
       if constexpr (detail::has_load_slices<T>::value) unbox(c)->impl.load_slices(*args, slices, n);
     });
   }
+  static int32_t SavesInBackground(const rh_CheckpointIoInstance* c) {
+    // Only a bool crosses: nothing to throw, so no guard.
+    if constexpr (detail::has_saves_in_background<T>::value)
+      return reinterpret_cast<const Box*>(c)->impl.saves_in_background() ? 1 : 0;
+    return 0;
+  }
   static constexpr rh_CheckpointIoVtable vtable = {
       RH_CHECKPOINT_IO_VTABLE_STRUCT_SIZE,
       &detail::create<T, rh_CheckpointIoInstance>,
@@ -253,6 +261,7 @@ struct CheckpointIoAdapter {
       detail::has_verify<T>::value ? &Verify : nullptr,
       detail::has_flush<T>::value ? &Flush : nullptr,
       detail::has_load_slices<T>::value ? &LoadSlices : nullptr,
+      detail::has_saves_in_background<T>::value ? &SavesInBackground : nullptr,
   };
 };
 
