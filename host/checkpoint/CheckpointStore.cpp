@@ -215,6 +215,13 @@ std::string CheckpointStore::meta_digest(const fs::path& dir) const {
 bool CheckpointStore::saves_in_background() const { return io_.saves_in_background(); }
 
 void CheckpointStore::queue_files(const fs::path& tmp, const std::vector<CheckpointFile>& files) {
+  save_each(tmp, files, tmp.string());
+}
+
+void CheckpointStore::flush(const fs::path& tmp) { flush_with(tmp.string()); }
+
+void CheckpointStore::save_each(const fs::path& tmp, const std::vector<CheckpointFile>& files,
+                                const std::string& context) {
   const std::string tmp_str = tmp.string();
   for (const CheckpointFile& f : files) {
     if (!plain_name(f.stem))
@@ -223,15 +230,15 @@ void CheckpointStore::queue_files(const fs::path& tmp, const std::vector<Checkpo
     rh_CheckpointFileArgs args = file_args(tmp, tmp_str, f.stem, const_cast<rh_StateDict*>(f.dict));
     rh_Error* err = host::call_plugin(io_.what() + " Save",
                                       [&] { return io_.vtable().Save(io_.handle(), &args); });
-    host::throw_if_error(err, tmp_str + ": " + io_.what() + " Save of '" + f.stem + "'");
+    host::throw_if_error(err, context + ": " + io_.what() + " Save of '" + f.stem + "'");
   }
 }
 
-void CheckpointStore::flush(const fs::path& tmp) {
+void CheckpointStore::flush_with(const std::string& context) {
   if (io_.vtable().Flush == nullptr) return;
   rh_Error* err =
       host::call_plugin(io_.what() + " Flush", [&] { return io_.vtable().Flush(io_.handle()); });
-  host::throw_if_error(err, tmp.string() + ": " + io_.what() + " Flush");
+  host::throw_if_error(err, context + ": " + io_.what() + " Flush");
 }
 
 void CheckpointStore::write_files(const fs::path& tmp, const std::vector<CheckpointFile>& files) {
@@ -272,20 +279,8 @@ fs::path CheckpointStore::save(const std::string& name, const std::vector<Checkp
                                                            f.stem + "' is not a plain file name");
   const fs::path tmp = begin(name);
   try {
-    const std::string tmp_str = tmp.string();
-    for (const CheckpointFile& f : files) {
-      rh_CheckpointFileArgs args =
-          file_args(tmp, tmp_str, f.stem, const_cast<rh_StateDict*>(f.dict));
-      rh_Error* err = host::call_plugin(io_.what() + " Save",
-                                        [&] { return io_.vtable().Save(io_.handle(), &args); });
-      host::throw_if_error(
-          err, "checkpoint '" + name + "': " + io_.what() + " Save of '" + f.stem + "'");
-    }
-    if (io_.vtable().Flush != nullptr) {
-      rh_Error* err = host::call_plugin(io_.what() + " Flush",
-                                        [&] { return io_.vtable().Flush(io_.handle()); });
-      host::throw_if_error(err, "checkpoint '" + name + "': " + io_.what() + " Flush");
-    }
+    save_each(tmp, files, "checkpoint '" + name + "'");
+    flush_with("checkpoint '" + name + "'");
     if (before_meta) before_meta(tmp);
   } catch (...) {
     abandon(tmp);

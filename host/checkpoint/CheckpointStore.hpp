@@ -122,6 +122,11 @@ class CheckpointStore {
   std::string meta_digest(const std::filesystem::path& dir) const;
 
  private:
+  // Save of each file (stems checked) / Flush; errors prefixed with `context`.
+  void save_each(const std::filesystem::path& tmp, const std::vector<CheckpointFile>& files,
+                 const std::string& context);
+  void flush_with(const std::string& context);
+
   std::filesystem::path work_dir_;
   host::CheckpointIoInstance& io_;
 };

@@ -44,6 +44,14 @@ std::string optimizer_stem(int rank, bool sharded) {
 
 std::vector<int64_t> shape_of(at::IntArrayRef shape) { return {shape.begin(), shape.end()}; }
 
+// "1, 3" for the ranks that passed true.
+std::string ranks_of(const std::vector<bool>& flags) {
+  std::string out;
+  for (size_t r = 0; r < flags.size(); ++r)
+    if (flags[r]) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
 // One shard this rank writes: entry `key` of the file `file` (already in
 // `dict`), elements [offset, offset + its numel) of logical tensor `tensor`;
 // its checksum unless `crc` is false.
@@ -343,9 +351,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
                     told = true;
                     world_.broadcast_string(tmp.string());
                     const std::vector<bool> failed = world_.gather_flags(false);
-                    std::string ranks;
-                    for (size_t r = 0; r < failed.size(); ++r)
-                      if (failed[r]) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+                    const std::string ranks = ranks_of(failed);
                     if (!ranks.empty())
                       throw host::HostError(RH_ERROR_IO,
                                             "rank(s) " + ranks +
@@ -406,16 +412,6 @@ void RunCheckpoints::snapshot(rh_StateDict& dict, const std::string& slot, const
   buffer.copy_(tensor.detach());
   checkpoint::put_tensor_view(dict, key, buffer);
 }
-
-namespace {
-// "1, 3" for the ranks that passed true.
-std::string ranks_of(const std::vector<bool>& flags) {
-  std::string out;
-  for (size_t r = 0; r < flags.size(); ++r)
-    if (flags[r]) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
-}  // namespace
 
 void RunCheckpoints::start_background_save(
     const std::string& name, int64_t iters_done,

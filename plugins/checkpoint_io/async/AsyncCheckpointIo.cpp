@@ -135,6 +135,14 @@ class AsyncCheckpointIo {
     return fail_ == dir_name.substr(0, dir_name.find(".tmp-")) + "/" + w.stem;
   }
 
+  // The first error since the last Flush is the one Flush returns. With
+  // mutex_ held.
+  void keep_first(const rh::ErrorPtr& err) {
+    if (!err || error_code_ != RH_ERROR_OK) return;
+    error_code_ = err.code();
+    error_ = err.message();
+  }
+
   void write_queued() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
@@ -157,18 +165,12 @@ class AsyncCheckpointIo {
                                                          " (RH_FAULT_INJECT=async_write_fail)")
                                     : host_->CheckpointIo_Save(inner_, &args));
         lock.lock();
-        if (err && error_code_ == RH_ERROR_OK) {
-          error_code_ = err.code();
-          error_ = err.message();
-        }
+        keep_first(err);
       }
       lock.unlock();
       rh::ErrorPtr err(host_, host_->CheckpointIo_Flush(inner_));
       lock.lock();
-      if (err && error_code_ == RH_ERROR_OK) {
-        error_code_ = err.code();
-        error_ = err.message();
-      }
+      keep_first(err);
       busy_ = false;
       idle_.notify_all();
     }
