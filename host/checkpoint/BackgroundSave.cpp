@@ -11,7 +11,6 @@
 
 #include "checkpoint/CheckpointStore.hpp"
 #include "plugins/HostError.hpp"
-#include "rh/cpp/crc32.hpp"
 
 namespace fs = std::filesystem;
 
@@ -73,23 +72,18 @@ void BackgroundSave::run() {
       fail(RH_ERROR_IO, e.what());
     }
   };
-  // 1. The checksums, over the snapshot the plugin is writing.
-  attempt([&] {
-    std::map<std::string, const rh_StateDict*> dicts;
-    for (const auto& [stem, dict] : job_.files) dicts[stem] = dict.get();
-    for (ShardRecord& r : job_.records) {
-      const auto d = dicts.find(r.shard.file);
-      if (d == dicts.end())
-        throw host::HostError(RH_ERROR_INTERNAL, "shard of '" + r.tensor + "' in file '" +
-                                                     r.shard.file +
-                                                     "', which this rank does not write");
-      const rh_StateDict::Entry& e = d->second->entries.at(r.shard.key);
-      r.shard.crc32 = crc32_update(0, e.data(), e.size());
-    }
-  });
-  // 2. The files, durable. Always waited for: the plugin reads the snapshot
+  // 1. The files, durable. Always waited for: the plugin reads the snapshot
   // until Flush returns.
   attempt([&] { store_.flush(job_.tmp); });
+  // 2. The checksums: those the plugin computed while writing, or over the
+  // snapshot it wrote.
+  if (code_ == RH_ERROR_OK) {
+    attempt([&] {
+      std::map<std::string, const rh_StateDict*> dicts;
+      for (const auto& [stem, dict] : job_.files) dicts[stem] = dict.get();
+      fill_checksums(job_.records, dicts);
+    });
+  }
   if (code_ == RH_ERROR_OK) {
     attempt([&] {
       if (job_.rank == 0)

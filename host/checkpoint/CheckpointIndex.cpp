@@ -7,6 +7,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "plugins/HostError.hpp"
+#include "plugins/StateDict.hpp"
+#include "rh/cpp/crc32.hpp"
+
 namespace rh::checkpoint {
 namespace {
 
@@ -136,6 +140,19 @@ std::vector<ShardRecord> decode_records(const std::string& text) {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+void fill_checksums(std::vector<ShardRecord>& records,
+                    const std::map<std::string, const rh_StateDict*>& files) {
+  for (ShardRecord& r : records) {
+    const auto d = files.find(r.shard.file);
+    if (d == files.end())
+      throw host::HostError(RH_ERROR_INTERNAL, "shard of '" + r.tensor + "' in file '" +
+                                                   r.shard.file +
+                                                   "', which this rank does not write");
+    const rh_StateDict::Entry& e = d->second->entries.at(r.shard.key);
+    r.shard.crc32 = e.crc32 ? *e.crc32 : crc32_update(0, e.data(), e.size());
+  }
 }
 
 std::string tiling_problem(const LogicalTensor& t) {

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+struct rh_StateDict;
+
 namespace YAML {
 class Node;
 }
@@ -50,6 +52,14 @@ struct ShardRecord {
   std::string dtype;
   ShardRef shard;
 };
+
+// Sets each record's checksum once the files it names are written: the
+// one the checkpoint-IO plugin reported for the entry (StateDict_SetChecksum,
+// computed while writing it), else computed here. `files` maps each stem
+// this rank wrote to its dict; a record of another file is
+// RH_ERROR_INTERNAL.
+void fill_checksums(std::vector<ShardRecord>& records,
+                    const std::map<std::string, const rh_StateDict*>& files);
 
 // Records <-> text lines, to gather every rank's records on rank 0.
 std::string encode_records(const std::vector<ShardRecord>& records);

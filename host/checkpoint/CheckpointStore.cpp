@@ -227,7 +227,7 @@ void CheckpointStore::save_each(const fs::path& tmp, const std::vector<Checkpoin
     if (!plain_name(f.stem))
       throw host::HostError(RH_ERROR_INVALID_ARGUMENT,
                             "checkpoint file stem '" + f.stem + "' is not a plain file name");
-    rh_CheckpointFileArgs args = file_args(tmp, tmp_str, f.stem, const_cast<rh_StateDict*>(f.dict));
+    rh_CheckpointFileArgs args = file_args(tmp, tmp_str, f.stem, f.dict);
     rh_Error* err = host::call_plugin(io_.what() + " Save",
                                       [&] { return io_.vtable().Save(io_.handle(), &args); });
     host::throw_if_error(err, context + ": " + io_.what() + " Save of '" + f.stem + "'");
@@ -268,7 +268,7 @@ void CheckpointStore::abandon(const fs::path& tmp) {
 }
 
 fs::path CheckpointStore::save(const std::string& name, const std::vector<CheckpointFile>& files,
-                               const std::string& meta_json,
+                               const std::function<std::string()>& meta_json,
                                const std::function<void(const fs::path&)>& before_meta) {
   const std::string problem = name_problem(name);
   if (!problem.empty())
@@ -278,15 +278,17 @@ fs::path CheckpointStore::save(const std::string& name, const std::vector<Checkp
       throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "checkpoint '" + name + "': file stem '" +
                                                            f.stem + "' is not a plain file name");
   const fs::path tmp = begin(name);
+  std::string meta;
   try {
     save_each(tmp, files, "checkpoint '" + name + "'");
     flush_with("checkpoint '" + name + "'");
     if (before_meta) before_meta(tmp);
+    meta = meta_json();
   } catch (...) {
     abandon(tmp);
     throw;
   }
-  return publish(name, tmp, meta_json);
+  return publish(name, tmp, meta);
 }
 
 fs::path CheckpointStore::publish(const std::string& name, const fs::path& tmp,

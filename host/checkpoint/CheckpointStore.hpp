@@ -47,8 +47,8 @@ class CheckpointIoInstance;
 namespace rh::checkpoint {
 
 struct CheckpointFile {
-  std::string stem;          // "model", "optimizer", "state"
-  const rh_StateDict* dict;  // borrowed for the call
+  std::string stem;    // "model", "optimizer", "state"
+  rh_StateDict* dict;  // borrowed for the call; the plugin may set its checksums
 };
 
 class CheckpointStore {
@@ -60,17 +60,23 @@ class CheckpointStore {
   // begin/queue_files, then BackgroundSave.
   bool saves_in_background() const;
 
-  // Publishes checkpoint `name`; returns its directory. `meta_json` is the
-  // content of meta.json (it must list the stems under "files" and hold
-  // "iter"). Throws HostError (RH_ERROR_IO...) naming the directory.
-  // `before_meta` (sharded checkpoints): runs once this process's files are
-  // in the temporary directory, before meta.json; the other ranks write
-  // theirs into the directory it is given (write_files) meanwhile. It
-  // throws to abandon the save.
+  // Publishes checkpoint `name`; returns its directory. `meta_json` gives
+  // the content of meta.json (it must list the stems under "files" and hold
+  // "iter"), asked for once the files are written (so it can hold the
+  // checksums the plugin computed while writing them). Throws HostError
+  // (RH_ERROR_IO...) naming the directory. `before_meta` (sharded
+  // checkpoints): runs once this process's files are in the temporary
+  // directory, before meta.json; the other ranks write theirs into the
+  // directory it is given (write_files) meanwhile. Either throws to abandon
+  // the save.
   std::filesystem::path save(
       const std::string& name, const std::vector<CheckpointFile>& files,
-      const std::string& meta_json,
+      const std::function<std::string()>& meta_json,
       const std::function<void(const std::filesystem::path& tmp)>& before_meta = {});
+  std::filesystem::path save(const std::string& name, const std::vector<CheckpointFile>& files,
+                             const std::string& meta_json) {
+    return save(name, files, [&] { return meta_json; });
+  }
   // Writes `files` into a save's temporary directory (another rank's
   // before_meta gave it), each fsynced by the plugin. Throws HostError.
   void write_files(const std::filesystem::path& tmp, const std::vector<CheckpointFile>& files);

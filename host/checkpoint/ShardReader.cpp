@@ -87,8 +87,8 @@ void ShardReader::read(const std::vector<Request>& requests, rh_StateDict& out) 
     e.is_tensor = true;
     e.dtype = dl_dtype(t.dtype);
     e.shape = r.shape ? *r.shape : std::vector<int64_t>{r.numel};
-    // Allocated at the first piece copied; a piece that is the whole
-    // request is moved in instead (no copy, no zero fill).
+    // Allocated at the first piece copied (uninitialised: the pieces tile
+    // it); a piece that is the whole request is moved in instead (no copy).
     if (r.numel == 0) e.bytes.clear();
     results.push_back(&e);
     tensors.push_back(&t);
@@ -141,16 +141,20 @@ void ShardReader::read(const std::vector<Request>& requests, rh_StateDict& out) 
                                 where() + " has " + std::to_string(have) +
                                     " elements, meta.json says " +
                                     std::to_string(sliced ? c.numel : c.shard->numel));
-        std::vector<uint8_t>& dest = results[c.request]->bytes;
+        rh_StateDict::Entry& dest = *results[c.request];
         const size_t want = static_cast<size_t>(requests[c.request].numel) * elem;
-        if (c.numel == requests[c.request].numel && from == 0 && s.borrowed == nullptr &&
-            s.bytes.size() == want) {
-          dest = std::move(s.bytes);  // the one piece of the request, as read
+        const bool owned = s.borrowed == nullptr || s.owner != nullptr;
+        if (c.numel == requests[c.request].numel && from == 0 && owned && s.size() == want) {
+          // The one piece of the request, as read: its memory changes hands.
+          dest.bytes = std::move(s.bytes);
+          dest.owner = std::move(s.owner);
+          dest.borrowed = s.borrowed;
+          dest.borrowed_size = s.borrowed_size;
           continue;
         }
-        if (dest.size() != want) dest.resize(want);
-        std::memcpy(dest.data() + c.dest_offset * elem, s.data() + from * elem,
-                    static_cast<size_t>(c.numel) * elem);
+        if (dest.size() != want) host::allocate_entry(dest, want);
+        std::memcpy(const_cast<uint8_t*>(dest.data()) + c.dest_offset * elem,
+                    s.data() + from * elem, static_cast<size_t>(c.numel) * elem);
       }
       copies = std::move(later);
     }

@@ -59,6 +59,21 @@ void put_text(rh_StateDict& dict, const std::string& key, const std::string& tex
   dict.entries[key] = std::move(e);
 }
 
+void place_into(rh_StateDict& dict, const std::string& prefix,
+                const std::vector<model::NamedTensor>& targets) {
+  for (const auto& t : targets) {
+    const at::Tensor& x = t.tensor;
+    if (!x.defined() || !x.device().is_cpu() || !x.is_contiguous() || x.numel() == 0 ||
+        x.is_sparse())
+      continue;
+    rh_StateDict::Destination d;
+    d.data = x.data_ptr();
+    d.dtype = at::getDLDataType(x);
+    d.shape = x.sizes().vec();
+    dict.destinations[prefix + t.name] = std::move(d);
+  }
+}
+
 bool has(const rh_StateDict& dict, const std::string& key) { return dict.entries.count(key) > 0; }
 
 at::Tensor get_tensor(const rh_StateDict& dict, const std::string& key) {
@@ -67,6 +82,29 @@ at::Tensor get_tensor(const rh_StateDict& dict, const std::string& key) {
     throw host::HostError(RH_ERROR_DATA_LOSS, "checkpoint entry '" + key + "' is not a tensor");
   auto options = at::TensorOptions().dtype(at::toScalarType(e.dtype));
   return at::from_blob(const_cast<uint8_t*>(e.data()), at::IntArrayRef(e.shape), options);
+}
+
+at::Tensor take_tensor(rh_StateDict& dict, const std::string& key) {
+  const auto it = dict.entries.find(key);
+  if (it == dict.entries.end())
+    throw host::HostError(RH_ERROR_NOT_FOUND, "the checkpoint has no entry '" + key + "'");
+  rh_StateDict::Entry& e = it->second;
+  if (!e.is_tensor)
+    throw host::HostError(RH_ERROR_DATA_LOSS, "checkpoint entry '" + key + "' is not a tensor");
+  const bool owned = e.borrowed == nullptr || e.owner != nullptr;
+  if (!owned) return get_tensor(dict, key).clone();
+  // The tensor holds what kept the memory alive; the entry no longer does.
+  std::shared_ptr<const void> keep = e.owner;
+  if (e.borrowed == nullptr) keep = std::make_shared<std::vector<uint8_t>>(std::move(e.bytes));
+  const auto* data = e.borrowed != nullptr
+                         ? e.borrowed
+                         : static_cast<const std::vector<uint8_t>*>(keep.get())->data();
+  auto options = at::TensorOptions().dtype(at::toScalarType(e.dtype));
+  at::Tensor t = at::from_blob(
+      const_cast<uint8_t*>(data), at::IntArrayRef(e.shape), [keep](void*) mutable { keep.reset(); },
+      options);
+  dict.entries.erase(it);
+  return t;
 }
 
 std::string get_text(const rh_StateDict& dict, const std::string& key) {
@@ -134,7 +172,9 @@ LoadReport fit_into(const rh_StateDict& dict, const std::string& prefix,
                                   std::string(c10::toString(t.tensor.scalar_type())));
       continue;
     }
-    if (copy) t.tensor.copy_(src);
+    // A tensor the checkpoint-IO plugin read in place (a Destination) is
+    // there already.
+    if (copy && src.data_ptr() != t.tensor.data_ptr()) t.tensor.copy_(src);
   }
   return report;
 }

@@ -24,7 +24,18 @@ void put_text(rh_StateDict& dict, const std::string& key, const std::string& tex
 // A view of the entry's data (valid while the dict is); throws HostError
 // (RH_ERROR_NOT_FOUND) naming the key when absent.
 at::Tensor get_tensor(const rh_StateDict& dict, const std::string& key);
+// The entry as a tensor that takes its memory over, without a copy (the
+// entry is removed; memory the dict only borrows is copied instead). For
+// state a resume keeps, e.g. the optimizer's.
+at::Tensor take_tensor(rh_StateDict& dict, const std::string& key);
 std::string get_text(const rh_StateDict& dict, const std::string& key);
+// Registers every CPU, contiguous tensor of `targets` as the Destination of
+// its name (after `prefix`): a checkpoint-IO plugin with
+// StateDict_AllocTensor reads a tensor of the same dtype and shape straight
+// into it, and load_into then copies nothing. Only for a load whose tensors
+// all go there (not check_into's question).
+void place_into(rh_StateDict& dict, const std::string& prefix,
+                const std::vector<model::NamedTensor>& targets);
 bool has(const rh_StateDict& dict, const std::string& key);
 
 struct LoadReport {

@@ -179,8 +179,8 @@ class Tool {
         continue;
       }
       for (size_t i = 0; i < t.shards.size(); ++i) {
-        const auto& bytes = got.entries.at(std::to_string(i)).bytes;
-        const uint32_t crc = rh::crc32_update(0, bytes.data(), bytes.size());
+        const rh_StateDict::Entry& piece = got.entries.at(std::to_string(i));
+        const uint32_t crc = rh::crc32_update(0, piece.data(), piece.size());
         if (crc != t.shards[i].crc32) {
           char buf[64];
           std::snprintf(buf, sizeof buf, "crc32 %08x, meta.json says %08x", crc, t.shards[i].crc32);
@@ -233,9 +233,9 @@ class Tool {
       for (size_t i = 0; i < tensors.size(); ++i) {
         rh_StateDict one;
         reader_->read({reader_->whole("model." + tensors[i].first, "t")}, one);
-        const auto& bytes = one.entries.at("t").bytes;
-        file.write_all(bytes.data(), bytes.size());
-        header.tensors[i].crc32 = rh::crc32_update(0, bytes.data(), bytes.size());
+        const rh_StateDict::Entry& t = one.entries.at("t");
+        file.write_all(t.data(), t.size());
+        header.tensors[i].crc32 = rh::crc32_update(0, t.data(), t.size());
       }
       const std::string final_header = ckpt::encode_header(header);
       if (final_header.size() != placeholder.size())

@@ -17,8 +17,8 @@ void write_torch_file(const std::map<std::string, rh_StateDict::Entry>& tensors,
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, e] : tensors) {
     auto options = at::TensorOptions().dtype(at::toScalarType(e.dtype));
-    dict.insert(name, at::from_blob(const_cast<uint8_t*>(e.bytes.data()), at::IntArrayRef(e.shape),
-                                    options));
+    dict.insert(name,
+                at::from_blob(const_cast<uint8_t*>(e.data()), at::IntArrayRef(e.shape), options));
   }
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
   const std::string tmp = out.string() + ".tmp";

@@ -24,7 +24,6 @@
 #include "plugins/ComponentFactory.hpp"
 #include "plugins/HostError.hpp"
 #include "plugins/StateDict.hpp"
-#include "rh/cpp/crc32.hpp"
 
 namespace fs = std::filesystem;
 
@@ -54,10 +53,10 @@ std::string ranks_of(const std::vector<bool>& flags) {
 
 // One shard this rank writes: entry `key` of the file `file` (already in
 // `dict`), elements [offset, offset + its numel) of logical tensor `tensor`;
-// its checksum unless `crc` is false.
+// its checksum comes once the file is written (checkpoint::fill_checksums).
 checkpoint::ShardRecord shard_record(const std::string& tensor, std::vector<int64_t> shape,
                                      const std::string& file, const rh_StateDict& dict,
-                                     const std::string& key, int64_t offset, bool crc) {
+                                     const std::string& key, int64_t offset) {
   const rh_StateDict::Entry& e = dict.entries.at(key);
   checkpoint::ShardRecord r;
   r.tensor = tensor;
@@ -69,8 +68,6 @@ checkpoint::ShardRecord shard_record(const std::string& tensor, std::vector<int6
   int64_t numel = 1;
   for (int64_t d : e.shape) numel *= d;
   r.shard.numel = numel;
-  // A background save computes it there, off the loop (BackgroundSave).
-  if (crc) r.shard.crc32 = rh::crc32_update(0, e.data(), e.size());
   return r;
 }
 
@@ -188,7 +185,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
       else
         checkpoint::put_tensor(model_dict, t.name, t.tensor);
       records.push_back(shard_record("model." + t.name, shape_of(t.tensor.sizes()), "model",
-                                     model_dict, t.name, 0, !background));
+                                     model_dict, t.name, 0));
     }
   };
   if (!shard_only.empty()) {
@@ -224,7 +221,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
           p != nullptr && t.tensor.dim() > 0 && t.tensor.numel() == p->param.numel();
       records.push_back(
           shard_record("optim." + t.name, like_param ? full_shape(*p) : shape_of(t.tensor.sizes()),
-                       own_stem, optim_dict, t.name, like_param ? p->full_offset : 0, !background));
+                       own_stem, optim_dict, t.name, like_param ? p->full_offset : 0));
     }
     if (sharded)
       for (const auto& p : optim.params()) {
@@ -235,10 +232,10 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
           checkpoint::put_tensor_view(optim_dict, key,
                                       p.param);  // the masters: alive until the step
         records.push_back(shard_record("master." + p.name, full_shape(p), own_stem, optim_dict, key,
-                                       p.full_offset, !background));
+                                       p.full_offset));
         if (shard_only.count(p.name) != 0)
           records.push_back(shard_record("model." + p.name, full_shape(p), own_stem, optim_dict,
-                                         key, p.full_offset, !background));
+                                         key, p.full_offset));
       }
   }
   checkpoint::put_text(
@@ -268,8 +265,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   if (writer)
     for (const auto& [key, e] : state_dict.entries)
       if (e.is_tensor)
-        records.push_back(
-            shard_record("state." + key, e.shape, "state", state_dict, key, 0, !background));
+        records.push_back(shard_record("state." + key, e.shape, "state", state_dict, key, 0));
   std::string files_json = "\"model\", ";
   if (sharded)
     for (int r = 0; r < world_size; ++r) files_json += "\"" + optimizer_stem(r, true) + "\", ";
@@ -313,44 +309,48 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return;
   }
-  // Rank 0 merges every rank's shards into the table.
-  std::string tensors_json, index_problem;
-  double tensor_bytes = 0;  // every rank's, on rank 0
-  {
-    const std::vector<std::string> all = world_.gather_strings(checkpoint::encode_records(records));
-    if (writer) {
-      std::vector<checkpoint::ShardRecord> every;
-      for (const std::string& text : all)
-        for (auto& r : checkpoint::decode_records(text)) {
-          tensor_bytes += static_cast<double>(r.shard.numel) *
-                          static_cast<double>(checkpoint::dtype_size(r.dtype));
-          every.push_back(std::move(r));
-        }
-      try {
-        tensors_json = checkpoint::index_json(checkpoint::merge_records(every), "  ");
-      } catch (const std::invalid_argument& e) {
-        index_problem = e.what();
-      }
-    }
-  }
-  const std::string meta = make_meta(tensors_json);
-  // Rank 0 writes (every rank holds the same state under ddp); all ranks
-  // learn whether it worked, so none goes on past a failed save.
+  // Each rank's records get their checksums once its files are written
+  // (those the plugin computed while writing, fill_checksums); sharded, the
+  // other ranks report theirs to rank 0 ("ok\n" + records, or "failed")
+  // when their files are in the temporary directory, and rank 0 merges
+  // every rank's into meta.json's tensor table.
+  constexpr const char* kFailedReport = "failed";
+  std::vector<checkpoint::ShardRecord> every;  // rank 0: the other ranks' records
+  double tensor_bytes = 0;                     // every rank's, on rank 0
   rh_ErrorCode code = RH_ERROR_OK;
   std::string failure;
   if (writer) {
     bool told = !sharded || world_size == 1;  // the other ranks know where to write
+    auto meta_after_files = [&]() -> std::string {
+      checkpoint::fill_checksums(
+          records, {{"model", &model_dict}, {own_stem, &optim_dict}, {"state", &state_dict}});
+      every.insert(every.begin(), records.begin(), records.end());  // rank order: 0 first
+      for (const auto& r : every)
+        tensor_bytes += static_cast<double>(r.shard.numel) *
+                        static_cast<double>(checkpoint::dtype_size(r.dtype));
+      try {
+        return make_meta(checkpoint::index_json(checkpoint::merge_records(every), "  "));
+      } catch (const std::invalid_argument& e) {
+        throw host::HostError(RH_ERROR_INTERNAL,
+                              "checkpoint '" + name + "': the shards do not add up: " + e.what());
+      }
+    };
     try {
-      if (!index_problem.empty())
-        throw host::HostError(
-            RH_ERROR_INTERNAL,
-            "checkpoint '" + name + "': the shards do not add up: " + index_problem);
       store_.save(name, {{"model", &model_dict}, {own_stem, &optim_dict}, {"state", &state_dict}},
-                  meta, [&](const fs::path& tmp) {
+                  meta_after_files, [&](const fs::path& tmp) {
                     if (told) return;
                     told = true;
                     world_.broadcast_string(tmp.string());
-                    const std::vector<bool> failed = world_.gather_flags(false);
+                    const std::vector<std::string> reports = world_.gather_strings("");
+                    std::vector<bool> failed(reports.size(), false);
+                    for (size_t r = 1; r < reports.size(); ++r) {
+                      if (reports[r].rfind("ok\n", 0) != 0) {
+                        failed[r] = true;
+                        continue;
+                      }
+                      for (auto& rec : checkpoint::decode_records(reports[r].substr(3)))
+                        every.push_back(std::move(rec));
+                    }
                     const std::string ranks = ranks_of(failed);
                     if (!ranks.empty())
                       throw host::HostError(RH_ERROR_IO,
@@ -368,21 +368,22 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
     }
     if (!told) {  // failed before the others could write: release them
       world_.broadcast_string("");
-      world_.gather_flags(true);
+      world_.gather_strings(kFailedReport);
     }
   } else if (sharded) {
     const std::string tmp = world_.broadcast_string("");
-    bool failed = tmp.empty();
+    std::string report = kFailedReport;
     if (!tmp.empty()) {
       try {
         store_.write_files(tmp, {{own_stem, &optim_dict}});
+        checkpoint::fill_checksums(records, {{own_stem, &optim_dict}});
+        report = "ok\n" + checkpoint::encode_records(records);
       } catch (const std::exception& e) {
         spdlog::error("checkpoint '{}': rank {} could not write {}: {}", name, rank, own_stem,
                       e.what());
-        failed = true;
       }
     }
-    world_.gather_flags(failed);
+    world_.gather_strings(report);
   }
   code = static_cast<rh_ErrorCode>(world_.broadcast_int(static_cast<int64_t>(code)));
   if (!writer && code != RH_ERROR_OK)
@@ -714,6 +715,16 @@ checkpoint::LoadReport RunCheckpoints::read_model(const ModelSource& source,
                     world_.size() > 1 && sharded.empty();
   rh_StateDict dict;
   if (!root) {
+    // Before Wrap the values go into the model's tensors as they are: the
+    // checkpoint-IO plugin may read them there directly (place_into).
+    if (t.load_phase != RH_LOAD_AFTER_WRAP) {
+      const std::set<std::string> skip(sharded.begin(), sharded.end());
+      std::vector<model::NamedTensor> targets;
+      for (auto& list : {model.named_parameters(), model.named_buffers()})
+        for (const auto& x : list)
+          if (skip.count(x.name) == 0) targets.push_back(x);
+      checkpoint::place_into(dict, "", targets);
+    }
     source(dict);
     return load_model(dict, model, sharded);
   }
@@ -850,12 +861,15 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
   }
   rh_StateDict optim_dict;
   reader.read(requests, optim_dict);
-  std::vector<model::NamedTensor> optim_state;
+  // The state takes the memory it was read into (no second copy).
+  std::vector<std::string> state_keys;
   for (const auto& [key, e] : optim_dict.entries)
-    if (masters.count(key) == 0)
-      optim_state.push_back({key, checkpoint::get_tensor(optim_dict, key)});
+    if (masters.count(key) == 0) state_keys.push_back(key);
+  std::vector<model::NamedTensor> optim_state;
+  for (const std::string& key : state_keys)
+    optim_state.push_back({key, checkpoint::take_tensor(optim_dict, key)});
   try {
-    optim.load_state_tensors(optim_state);
+    optim.load_state_tensors(optim_state, /*adopt=*/true);
   } catch (const std::invalid_argument& e) {
     throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
                           "cannot resume from " + dir.string() + ": " + e.what());

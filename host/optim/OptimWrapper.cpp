@@ -226,19 +226,23 @@ void export_adam(const torch::optim::Optimizer& optimizer, const OptimParam& p, 
 }
 
 // A copy of `src` laid out like `param` (its device, dtype and memory format).
-at::Tensor like_param(const at::Tensor& param, const at::Tensor& src) {
+at::Tensor like_param(const at::Tensor& param, const at::Tensor& src, bool adopt) {
   at::NoGradGuard no_grad;
+  if (adopt && src.device() == param.device() && src.scalar_type() == param.scalar_type() &&
+      src.sizes() == param.sizes() && src.is_contiguous() && param.is_contiguous())
+    return src.detach();
   return at::empty_like(param, at::MemoryFormat::Preserve).copy_(src);
 }
 
 template <typename State>
 std::unique_ptr<torch::optim::OptimizerParamState> import_adam(
-    const OptimParam& p, bool amsgrad, const std::map<std::string, at::Tensor>& given) {
+    const OptimParam& p, bool amsgrad, const std::map<std::string, at::Tensor>& given, bool adopt) {
   auto state = std::make_unique<State>();
   state->step(given.at(p.name + ".step").item<int64_t>());
-  state->exp_avg(like_param(p.param, given.at(p.name + ".exp_avg")));
-  state->exp_avg_sq(like_param(p.param, given.at(p.name + ".exp_avg_sq")));
-  if (amsgrad) state->max_exp_avg_sq(like_param(p.param, given.at(p.name + ".max_exp_avg_sq")));
+  state->exp_avg(like_param(p.param, given.at(p.name + ".exp_avg"), adopt));
+  state->exp_avg_sq(like_param(p.param, given.at(p.name + ".exp_avg_sq"), adopt));
+  if (amsgrad)
+    state->max_exp_avg_sq(like_param(p.param, given.at(p.name + ".max_exp_avg_sq"), adopt));
   return state;
 }
 
@@ -405,7 +409,7 @@ std::vector<model::NamedTensor> OptimWrapper::state_tensors(bool copy) const {
   return out;
 }
 
-void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& tensors) {
+void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& tensors, bool adopt) {
   const Kind kind = kind_of(*optimizer_);
   const bool amsgrad = amsgrad_of(*optimizer_, kind);
   const std::string what =
@@ -478,16 +482,16 @@ void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& ten
     state.erase(key);
     switch (kind) {
       case Kind::Adam:
-        state[key] = import_adam<torch::optim::AdamParamState>(p, amsgrad, given);
+        state[key] = import_adam<torch::optim::AdamParamState>(p, amsgrad, given, adopt);
         break;
       case Kind::AdamW:
-        state[key] = import_adam<torch::optim::AdamWParamState>(p, amsgrad, given);
+        state[key] = import_adam<torch::optim::AdamWParamState>(p, amsgrad, given, adopt);
         break;
       case Kind::SGD: {
         const auto found = given.find(p.name + ".momentum_buffer");
         if (found == given.end()) break;
         auto s = std::make_unique<torch::optim::SGDParamState>();
-        s->momentum_buffer(like_param(p.param, found->second));
+        s->momentum_buffer(like_param(p.param, found->second, adopt));
         state[key] = std::move(s);
         break;
       }

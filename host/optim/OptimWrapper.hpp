@@ -101,7 +101,10 @@ class OptimWrapper {
   // that training continues bitwise as if uninterrupted. Throws
   // std::invalid_argument naming every missing or unexpected entry, and each
   // entry whose shape (both shapes given) or dtype does not fit.
-  void load_state_tensors(const std::vector<model::NamedTensor>& tensors);
+  // `adopt`: the tensors are the caller's to give away (nothing else uses
+  // them); one already as its state must be (the parameter's device, dtype,
+  // shape, contiguous) becomes the state without a copy.
+  void load_state_tensors(const std::vector<model::NamedTensor>& tensors, bool adopt = false);
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 

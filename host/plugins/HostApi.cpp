@@ -267,6 +267,33 @@ rh_Error* StateDict_PutTensor(rh_StateDict* dict, const char* key, size_t key_si
     return new_error(RH_ERROR_INTERNAL, e.what());
   }
 }
+rh_Error* StateDict_AllocTensor(rh_StateDict* dict, const char* key, size_t key_size,
+                                DLDataType dtype, const int64_t* shape, int32_t ndim, void** data) {
+  if (dict == nullptr || data == nullptr || (key == nullptr && key_size > 0))
+    return new_error(RH_ERROR_INVALID_ARGUMENT, "StateDict_AllocTensor: NULL argument");
+  try {
+    const std::string name(key == nullptr ? "" : key, key_size);
+    const size_t size =
+        checked_tensor_bytes(dtype, shape, ndim, "StateDict_AllocTensor: tensor '" + name + "'");
+    *data = alloc_tensor_entry(*dict, name, dtype, std::vector<int64_t>(shape, shape + ndim), size);
+    return nullptr;
+  } catch (const HostError& e) {
+    return new_error(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return new_error(RH_ERROR_INTERNAL, e.what());
+  }
+}
+rh_Error* StateDict_SetChecksum(rh_StateDict* dict, const char* key, size_t key_size,
+                                uint32_t crc32) {
+  if (dict == nullptr || (key == nullptr && key_size > 0))
+    return new_error(RH_ERROR_INVALID_ARGUMENT, "StateDict_SetChecksum: NULL argument");
+  const std::string name(key == nullptr ? "" : key, key_size);
+  const auto it = dict->entries.find(name);
+  if (it == dict->entries.end() || !it->second.is_tensor)
+    return new_error(RH_ERROR_NOT_FOUND, "StateDict_SetChecksum: no tensor named '" + name + "'");
+  it->second.crc32 = crc32;
+  return nullptr;
+}
 rh_Error* StateDict_PutBytes(rh_StateDict* dict, const char* key, size_t key_size, const void* data,
                              size_t size) {
   if (dict == nullptr || (data == nullptr && size > 0))
@@ -358,6 +385,8 @@ HostServices::HostServices() : state_{} {
   api_.CheckpointIo_Verify = &CheckpointIo_Verify;
   api_.CheckpointIo_Flush = &CheckpointIo_Flush;
   api_.CheckpointIo_LoadSlices = &CheckpointIo_LoadSlices;
+  api_.StateDict_AllocTensor = &StateDict_AllocTensor;
+  api_.StateDict_SetChecksum = &StateDict_SetChecksum;
   state_.struct_size = RH_RUN_STATE_STRUCT_SIZE;
   state_.world_size = 1;
 }

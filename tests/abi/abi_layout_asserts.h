@@ -103,7 +103,7 @@ RH_ABI_PIN_SIZE(rh_Metric, 24);
 RH_ABI_PIN_OFFSET(rh_Metric, name, 0);
 RH_ABI_PIN_OFFSET(rh_Metric, value, 16);
 
-RH_ABI_PIN_SIZE(rh_HostApi, 416);
+RH_ABI_PIN_SIZE(rh_HostApi, 432);
 RH_ABI_PIN_OFFSET(rh_HostApi, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_HostApi, abi_major, 8);
 RH_ABI_PIN_OFFSET(rh_HostApi, abi_minor, 12);
@@ -159,7 +159,10 @@ RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_Load, 384);
 RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_Verify, 392);
 RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_Flush, 400);
 RH_ABI_PIN_OFFSET(rh_HostApi, CheckpointIo_LoadSlices, 408);
-RH_ABI_PIN_STRUCT_SIZE(RH_HOST_API_STRUCT_SIZE, rh_HostApi, 416);
+/* 1.7 */
+RH_ABI_PIN_OFFSET(rh_HostApi, StateDict_AllocTensor, 416);
+RH_ABI_PIN_OFFSET(rh_HostApi, StateDict_SetChecksum, 424);
+RH_ABI_PIN_STRUCT_SIZE(RH_HOST_API_STRUCT_SIZE, rh_HostApi, 432);
 
 RH_ABI_PIN_SIZE(rh_CreateArgs, 80);
 RH_ABI_PIN_OFFSET(rh_CreateArgs, struct_size, 0);

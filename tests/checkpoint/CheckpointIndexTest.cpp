@@ -14,6 +14,8 @@
 #include "checkpoint/CheckpointIndex.hpp"
 #include "checkpoint/CheckpointStore.hpp"
 #include "checkpoint/ShardReader.hpp"
+#include "plugins/HostError.hpp"
+#include "plugins/StateDict.hpp"
 #include "plugins_io/PluginTestHost.hpp"
 #include "rh/cpp/crc32.hpp"
 
@@ -48,6 +50,33 @@ TEST(CheckpointIndexTest, MergesEveryRanksShardsAndKeepsARepeatedRangeOnce) {
   EXPECT_EQ(t.shards[1].offset, 6);
   ASSERT_EQ(index.at("optim.w.step").shards.size(), 1u);
   EXPECT_EQ(index.at("optim.w.step").shards[0].file, "optimizer.rank0");
+}
+
+// Each record's checksum once its file is written: the one the plugin
+// reported while writing the entry (StateDict_SetChecksum) is taken as it
+// is, else it is computed from the entry's bytes.
+TEST(CheckpointIndexTest, ChecksumsAreThePluginsOrComputed) {
+  rh_StateDict model, optim;
+  const float w[3] = {1, 2, 3}, m[2] = {4, 5};
+  host::alloc_tensor_entry(model, "w", {kDLFloat, 32, 1}, {3}, sizeof w);
+  std::memcpy(const_cast<uint8_t*>(model.entries.at("w").data()), w, sizeof w);
+  host::alloc_tensor_entry(optim, "w.m", {kDLFloat, 32, 1}, {2}, sizeof m);
+  std::memcpy(const_cast<uint8_t*>(optim.entries.at("w.m").data()), m, sizeof m);
+  optim.entries.at("w.m").crc32 = 0xfeedbeefu;  // what the plugin said it wrote
+  std::vector<checkpoint::ShardRecord> records = {record("model.w", {3}, "model", 0, 3),
+                                                  record("optim.w.m", {2}, "optimizer", 0, 2)};
+  records[0].shard.key = "w";
+  records[1].shard.key = "w.m";
+  checkpoint::fill_checksums(records, {{"model", &model}, {"optimizer", &optim}});
+  EXPECT_EQ(records[0].shard.crc32, rh::crc32_update(0, w, sizeof w));
+  EXPECT_EQ(records[1].shard.crc32, 0xfeedbeefu);
+  try {
+    checkpoint::fill_checksums(records, {{"model", &model}});
+    FAIL() << "a record of a file this rank does not write was accepted";
+  } catch (const host::HostError& e) {
+    EXPECT_EQ(e.code(), RH_ERROR_INTERNAL);
+    EXPECT_THAT(e.what(), HasSubstr("file 'optimizer', which this rank does not write"));
+  }
 }
 
 TEST(CheckpointIndexTest, ShardsThatDoNotTileTheirTensorAreRefusedNamingIt) {
@@ -162,8 +191,8 @@ class ShardReaderTest : public ::testing::Test {
   }
   static std::vector<float> floats(const rh_StateDict& dict, const std::string& key) {
     const auto& e = dict.entries.at(key);
-    std::vector<float> v(e.bytes.size() / 4);
-    std::memcpy(v.data(), e.bytes.data(), e.bytes.size());
+    std::vector<float> v(e.size() / 4);
+    std::memcpy(v.data(), e.data(), e.size());
     return v;
   }
 

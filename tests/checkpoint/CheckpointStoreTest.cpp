@@ -85,7 +85,7 @@ class CheckpointStoreTest : public ::testing::Test {
     store_->load(dir, "model", dict);
     const auto& e = dict.entries.at("w");
     float v = 0;
-    std::memcpy(&v, e.bytes.data(), sizeof v);
+    std::memcpy(&v, e.data(), sizeof v);
     return v;
   }
 

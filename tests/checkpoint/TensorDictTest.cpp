@@ -68,5 +68,50 @@ TEST(TensorDictTest, ShapeMismatchesAndMissingAndUnexpectedAreReported) {
   EXPECT_THAT(r.unexpected, ElementsAre("extra"));
 }
 
+// A tensor the checkpoint-IO plugin read into the place registered for it
+// (place_into) is already in the model: load_into copies nothing, and only
+// the model's CPU, contiguous tensors are places.
+TEST(TensorDictTest, ATensorReadInPlaceIsNotCopiedAgain) {
+  at::Tensor w = torch::zeros({2, 3});
+  at::Tensor strided = torch::zeros({3, 2}).t();
+  rh_StateDict dict;
+  place_into(dict, "model.", {{"w", w}, {"s", strided}});
+  ASSERT_EQ(dict.destinations.count("model.w"), 1u);
+  EXPECT_EQ(dict.destinations.count("model.s"), 0u);  // not contiguous: no place
+  float* data = reinterpret_cast<float*>(
+      host::alloc_tensor_entry(dict, "model.w", {kDLFloat, 32, 1}, {2, 3}, 24));
+  ASSERT_EQ(data, w.data_ptr<float>());
+  for (int i = 0; i < 6; ++i) data[i] = static_cast<float>(i);
+  LoadReport r = load_into(dict, "model.", {{"w", w}});
+  EXPECT_TRUE(r.ok()) << r.str();
+  EXPECT_TRUE(torch::equal(w, torch::arange(6, torch::kFloat).view({2, 3})));
+  // Another shape than the place's gets a buffer of its own and is reported.
+  host::alloc_tensor_entry(dict, "model.w", {kDLFloat, 32, 1}, {3, 2}, 24);
+  EXPECT_NE(dict.entries.at("model.w").data(), reinterpret_cast<const uint8_t*>(w.data_ptr()));
+  EXPECT_FALSE(load_into(dict, "model.", {{"w", w}}).ok());
+}
+
+// take_tensor hands the entry's memory over: no copy, the entry is gone,
+// and the memory lives as long as the tensor (not the dict).
+TEST(TensorDictTest, TakeTensorKeepsTheMemoryWithoutACopy) {
+  at::Tensor taken;
+  const uint8_t* where = nullptr;
+  {
+    rh_StateDict dict;
+    float* data = reinterpret_cast<float*>(
+        host::alloc_tensor_entry(dict, "m", {kDLFloat, 32, 1}, {1 << 20}, 4 << 20));
+    for (int i = 0; i < (1 << 20); ++i) data[i] = 0.5f;
+    where = dict.entries.at("m").data();
+    put_tensor(dict, "v", torch::tensor({1.0f, 2.0f}));
+    taken = take_tensor(dict, "m");
+    EXPECT_EQ(dict.entries.count("m"), 0u);
+    EXPECT_EQ(static_cast<const void*>(taken.data_ptr()), static_cast<const void*>(where));
+    at::Tensor v = take_tensor(dict, "v");
+    EXPECT_TRUE(torch::equal(v, torch::tensor({1.0f, 2.0f})));
+  }  // the dict is gone
+  EXPECT_EQ(taken.sizes(), at::IntArrayRef({1 << 20}));
+  EXPECT_EQ(taken.sum().item<float>(), 0.5f * (1 << 20));
+}
+
 }  // namespace
 }  // namespace rh::checkpoint

@@ -31,15 +31,19 @@ class AsyncCheckpointTest : public ::testing::Test {
  protected:
   rh::test::TempDir dir;
 
-  // Runs a job of kJob plus `extra` in work dir `work`; `env` goes first.
+  // Runs a job of kJob plus `extra` in work dir `work`; `env` goes first,
+  // and before it the shell commands `shell` (e.g. kTwoKiBFiles).
   rh::test::CommandResult run(const std::string& extra, const std::string& work,
-                              const std::string& env = "", const std::string& args = "") {
+                              const std::string& env = "", const std::string& args = "",
+                              const std::string& shell = "") {
     const std::string file = work + ".yaml";
     dir.write(file, "work_dir: " + (dir / work).string() + "\n" + kJob + extra);
-    return rh::test::run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " +
-                                 env + " " + quote(RH_RUNNER_HOST) + " --config " + file + " " +
-                                 args);
+    return rh::test::run_command("cd " + quote(dir.path().string()) + " && " + shell +
+                                 " env -u RH_PLUGIN_PATH " + env + " " + quote(RH_RUNNER_HOST) +
+                                 " --config " + file + " " + args);
   }
+  // Files may grow to 2 KiB only (EFBIG beyond, as on a full disk).
+  static constexpr const char* kTwoKiBFiles = "trap '' XFSZ && ulimit -f 2 &&";
   // meta.json's tensor table: every shard with its checksum.
   std::string tensor_table(const fs::path& ckpt) const {
     const std::string meta = rh::test::read_file(ckpt / "meta.json");
@@ -153,10 +157,7 @@ TEST_F(AsyncCheckpointTest, AFullDiskDuringTheWriteFailsTheRunAndKeepsThePreviou
   // (EFBIG, as on a full disk), in the background.
   std::string more = epochs + kAsync + "resume: auto\n";
   more.replace(more.find("max_epochs: 1"), 13, "max_epochs: 2");
-  dir.write("more.yaml", "work_dir: " + (dir / "work").string() + "\n" + kJob + more);
-  auto r = rh::test::run_command("cd " + quote(dir.path().string()) +
-                                 " && trap '' XFSZ && ulimit -f 2 && env -u RH_PLUGIN_PATH " +
-                                 quote(RH_RUNNER_HOST) + " --config more.yaml");
+  auto r = run(more, "work", "", "", kTwoKiBFiles);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, ::testing::ContainsRegex(
                             "checkpoint 'epoch_2' failed in the background: .*File too large"));
@@ -188,6 +189,32 @@ TEST_F(AsyncCheckpointTest, WrapsACheckpointIoThatReadsWholeFilesOnly) {
   auto straight = run(twelve + "checkpoint_io: {type: torch}\n", "straight");
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
   EXPECT_EQ(tensor_table(dir / "t/iter_12"), tensor_table(dir / "straight/iter_12"));
+}
+
+// The torch checkpoint IO writes its zip archive straight to the file: a
+// write that fails (EFBIG, as on a full disk) is an error naming the file,
+// never a crash in the zip writer, and the previous checkpoint stays.
+TEST_F(AsyncCheckpointTest, ATorchFileThatCannotBeWrittenFailsTheSaveAndKeepsThePrevious) {
+  const std::string torch_io = "checkpoint_io: {type: torch}\n";
+  const std::string epochs =
+      "train_cfg: {by_epoch: true, max_epochs: 1}\n"
+      "hooks:\n"
+      "  - {type: checkpoint}\n";
+  auto first = run(epochs + torch_io, "tw");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string model_1 = rh::test::read_file(dir / "tw/epoch_1/model.pt");
+  std::string more = epochs + torch_io + "resume: auto\n";
+  more.replace(more.find("max_epochs: 1"), 13, "max_epochs: 2");
+  auto r = run(more, "tw", "", "", kTwoKiBFiles);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output,
+              ::testing::ContainsRegex(
+                  "torch checkpoint IO: cannot write .*/model\\.pt\\.tmp: File too large"));
+  EXPECT_FALSE(fs::exists(dir / "tw/epoch_2"));
+  EXPECT_EQ(rh::test::read_file(dir / "tw/latest"), "epoch_1\n");
+  EXPECT_EQ(rh::test::read_file(dir / "tw/epoch_1/model.pt"), model_1);
+  for (const auto& e : fs::directory_iterator(dir / "tw"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
 TEST_F(AsyncCheckpointTest, ConfigMistakesAreNamed) {

@@ -419,29 +419,44 @@ TEST_P(StateRoundTripTest, ResumeContinuesBitwise) {
   std::vector<at::Tensor> copies;
   for (const auto& p : first) copies.push_back(p.param.detach().clone());
 
-  auto resumed = linear_model(copies);
-  OptimWrapper resumed_optim(job.at("optim_wrapper"), resumed);
-  ParamSchedulers resumed_sched(&job.at("param_scheduler"), resumed_optim, 1);
-  resumed_optim.load_state_tensors(saved);
-  // The loaded state is the saved one, not shared with it.
-  const auto reloaded = resumed_optim.state_tensors();
-  ASSERT_EQ(reloaded.size(), saved.size());
-  for (size_t i = 0; i < saved.size(); ++i) {
-    EXPECT_EQ(reloaded[i].name, saved[i].name);
-    EXPECT_TRUE(torch::equal(reloaded[i].tensor, saved[i].tensor)) << saved[i].name;
-  }
-  train(resumed_optim, resumed_sched, resumed, kResumeAt, kSteps);
+  // adopt: the state tensors are the caller's to give away (a resume's,
+  // read for the purpose) and become the optimizer's state without a copy;
+  // either way training continues bitwise.
+  for (const bool adopt : {false, true}) {
+    SCOPED_TRACE(adopt ? "adopting the given tensors" : "copying them");
+    std::vector<model::NamedTensor> given;
+    for (const auto& t : saved) given.push_back({t.name, adopt ? t.tensor.clone() : t.tensor});
+    auto resumed = linear_model(copies);
+    OptimWrapper resumed_optim(job.at("optim_wrapper"), resumed);
+    ParamSchedulers resumed_sched(&job.at("param_scheduler"), resumed_optim, 1);
+    resumed_optim.load_state_tensors(given, adopt);
+    // The loaded state is the saved one; shared with it only when adopted
+    // (a step count is always a new tensor).
+    const auto reloaded = resumed_optim.state_tensors(/*copy=*/false);
+    ASSERT_EQ(reloaded.size(), given.size());
+    for (size_t i = 0; i < given.size(); ++i) {
+      EXPECT_EQ(reloaded[i].name, given[i].name);
+      EXPECT_TRUE(torch::equal(reloaded[i].tensor, given[i].tensor)) << given[i].name;
+      const bool step = reloaded[i].name.size() > 5 &&
+                        reloaded[i].name.compare(reloaded[i].name.size() - 5, 5, ".step") == 0;
+      if (!step) {
+        EXPECT_EQ(reloaded[i].tensor.data_ptr() == given[i].tensor.data_ptr(), adopt)
+            << given[i].name;
+      }
+    }
+    train(resumed_optim, resumed_sched, resumed, kResumeAt, kSteps);
 
-  for (size_t i = 0; i < straight.size(); ++i) {
-    EXPECT_TRUE(torch::equal(straight[i].param, resumed[i].param)) << straight[i].name;
-  }
-  const auto straight_state = straight_optim.state_tensors();
-  const auto resumed_state = resumed_optim.state_tensors();
-  ASSERT_EQ(straight_state.size(), resumed_state.size());
-  for (size_t i = 0; i < straight_state.size(); ++i) {
-    EXPECT_EQ(straight_state[i].name, resumed_state[i].name);
-    EXPECT_TRUE(torch::equal(straight_state[i].tensor, resumed_state[i].tensor))
-        << straight_state[i].name;
+    for (size_t i = 0; i < straight.size(); ++i) {
+      EXPECT_TRUE(torch::equal(straight[i].param, resumed[i].param)) << straight[i].name;
+    }
+    const auto straight_state = straight_optim.state_tensors();
+    const auto resumed_state = resumed_optim.state_tensors();
+    ASSERT_EQ(straight_state.size(), resumed_state.size());
+    for (size_t i = 0; i < straight_state.size(); ++i) {
+      EXPECT_EQ(straight_state[i].name, resumed_state[i].name);
+      EXPECT_TRUE(torch::equal(straight_state[i].tensor, resumed_state[i].tensor))
+          << straight_state[i].name;
+    }
   }
   // The training moved the parameters (the test is not vacuous).
   EXPECT_FALSE(torch::equal(straight[0].param, leaf(initial_values()[0])));

@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
 #include "common/TestUtil.hpp"
 #include "config/ConfigNode.hpp"
 #include "config/JobLoader.hpp"
@@ -205,6 +209,91 @@ TEST_F(HostApiTest, StateDictRefusesBadTensorShapes) {
             "StateDict_PutTensor: tensor 'v': data is NULL");
   EXPECT_EQ(message(api->StateDict_PutTensor(&dict, nullptr, 3, &no_data)),
             "StateDict_PutTensor: NULL argument");
+}
+
+// ABI 1.7: a checkpoint-IO plugin reads a tensor straight into memory the
+// host gives it, which is the registered destination when dtype and shape
+// are exactly its, and a fresh buffer otherwise.
+TEST_F(HostApiTest, AllocTensorHandsOutTheDestinationOrAFreshBuffer) {
+  rh_StateDict dict;
+  std::vector<float> param(6, 0.0f);
+  dict.destinations["w"] = {param.data(), {kDLFloat, 32, 1}, {2, 3}};
+  int64_t shape[2] = {2, 3};
+  void* data = nullptr;
+  ASSERT_EQ(api->StateDict_AllocTensor(&dict, "w", 1, {kDLFloat, 32, 1}, shape, 2, &data), nullptr);
+  EXPECT_EQ(data, param.data());
+  static_cast<float*>(data)[5] = 7.0f;
+  const DLManagedTensor* out = nullptr;
+  ASSERT_EQ(api->StateDict_GetTensor(&dict, "w", 1, &out), nullptr);
+  EXPECT_EQ(out->dl_tensor.data, param.data());
+  EXPECT_EQ(param[5], 7.0f);
+
+  // Another shape or dtype than the destination's: a buffer of its own,
+  // which the entry owns (it outlives a copy of the dict's entry map).
+  int64_t other[2] = {3, 2};
+  ASSERT_EQ(api->StateDict_AllocTensor(&dict, "w", 1, {kDLFloat, 32, 1}, other, 2, &data), nullptr);
+  EXPECT_NE(data, param.data());
+  ASSERT_EQ(api->StateDict_AllocTensor(&dict, "w", 1, {kDLFloat, 64, 1}, shape, 2, &data), nullptr);
+  EXPECT_NE(data, param.data());
+  std::memset(data, 0xab, 6 * 8);
+  ASSERT_EQ(api->StateDict_GetTensor(&dict, "w", 1, &out), nullptr);
+  EXPECT_EQ(out->dl_tensor.data, data);
+  EXPECT_EQ(out->dl_tensor.dtype.bits, 64);
+  EXPECT_EQ(static_cast<const unsigned char*>(out->dl_tensor.data)[47], 0xab);
+
+  // Buffers of 2 MiB and more (huge-page aligned) and of 0 bytes.
+  int64_t big[1] = {1 << 20};
+  ASSERT_EQ(api->StateDict_AllocTensor(&dict, "big", 3, {kDLFloat, 32, 1}, big, 1, &data), nullptr);
+  ASSERT_NE(data, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(data) % (2u << 20), 0u);
+  static_cast<float*>(data)[(1 << 20) - 1] = 1.0f;
+  int64_t none[1] = {0};
+  ASSERT_EQ(api->StateDict_AllocTensor(&dict, "empty", 5, {kDLFloat, 32, 1}, none, 1, &data),
+            nullptr);
+  EXPECT_EQ(data, nullptr);
+  EXPECT_EQ(dict.entries.at("empty").size(), 0u);
+}
+
+TEST_F(HostApiTest, AllocTensorRefusesWhatPutTensorRefuses) {
+  rh_StateDict dict;
+  void* data = nullptr;
+  int64_t bad[2] = {2, -3};
+  EXPECT_EQ(message(api->StateDict_AllocTensor(&dict, "w", 1, {kDLFloat, 32, 1}, bad, 2, &data)),
+            "StateDict_AllocTensor: tensor 'w': dimension 1 is -3");
+  const int64_t huge = int64_t{1} << 62;
+  int64_t overflow[2] = {huge, huge};
+  EXPECT_EQ(
+      message(api->StateDict_AllocTensor(&dict, "w", 1, {kDLFloat, 32, 1}, overflow, 2, &data)),
+      "StateDict_AllocTensor: tensor 'w': the element count of its shape overflows");
+  EXPECT_EQ(
+      message(api->StateDict_AllocTensor(&dict, "w", 1, {kDLFloat, 32, 1}, nullptr, 2, &data)),
+      "StateDict_AllocTensor: tensor 'w': shape is NULL");
+  EXPECT_EQ(message(api->StateDict_AllocTensor(&dict, "w", 1, {kDLFloat, 32, 1}, bad, 70, &data)),
+            "StateDict_AllocTensor: tensor 'w': ndim is 70, expected 0..64");
+  EXPECT_EQ(message(api->StateDict_AllocTensor(&dict, "w", 1, {kDLFloat, 32, 1}, bad, 1, nullptr)),
+            "StateDict_AllocTensor: NULL argument");
+  EXPECT_TRUE(dict.entries.empty());
+}
+
+// ABI 1.7: the checksum a plugin computed while writing is what the host
+// keeps for meta.json; blobs and absent keys have none to set.
+TEST_F(HostApiTest, SetChecksumRecordsTheWritersChecksumOfATensor) {
+  rh_StateDict dict;
+  float data[2] = {1, 2};
+  int64_t shape[1] = {2};
+  DLManagedTensor t{};
+  t.dl_tensor = DLTensor{data, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  ASSERT_EQ(api->StateDict_PutTensor(&dict, "w", 1, &t), nullptr);
+  ASSERT_EQ(api->StateDict_PutBytes(&dict, "blob", 4, "abc", 3), nullptr);
+  EXPECT_FALSE(dict.entries.at("w").crc32.has_value());
+  ASSERT_EQ(api->StateDict_SetChecksum(&dict, "w", 1, 0x12345678u), nullptr);
+  EXPECT_EQ(dict.entries.at("w").crc32, 0x12345678u);
+  rh_Error* e = api->StateDict_SetChecksum(&dict, "blob", 4, 1);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(api->Error_Code(e), RH_ERROR_NOT_FOUND);
+  EXPECT_EQ(message(e), "StateDict_SetChecksum: no tensor named 'blob'");
+  EXPECT_EQ(message(api->StateDict_SetChecksum(&dict, "x", 1, 1)),
+            "StateDict_SetChecksum: no tensor named 'x'");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "PluginTestHost.hpp"
+#include "rh/cpp/crc32.hpp"
 
 namespace rh::test {
 namespace {
@@ -128,8 +129,11 @@ class SafetensorsTest : public ::testing::Test {
                                dict};
     return take(fn(io.handle(), &args));
   }
+  // Save, then Flush (the file is durable only after it), as the host does.
   Result save(rh_StateDict& dict, const std::string& stem = "model") {
-    return call(*io_, io_->vtable().Save, &dict, stem, dir().string());
+    Result r = call(*io_, io_->vtable().Save, &dict, stem, dir().string());
+    if (r.code != RH_ERROR_OK) return r;
+    return take(io_->vtable().Flush(io_->handle()));
   }
   Result load(rh_StateDict& dict, const std::string& stem = "model") {
     return call(*io_, io_->vtable().Load, &dict, stem, dir().string());
@@ -224,7 +228,7 @@ TEST_F(SafetensorsTest, DescribesItself) {
   EXPECT_EQ(p.components[0].kind, RH_COMPONENT_CHECKPOINT_IO);
   EXPECT_EQ(p.components[0].type_name, "safetensors");
   EXPECT_NE(io_->vtable().Verify, nullptr);
-  EXPECT_EQ(io_->vtable().Flush, nullptr);  // Save is synchronous
+  EXPECT_NE(io_->vtable().Flush, nullptr);  // Flush makes the saved files durable
 }
 
 TEST_F(SafetensorsTest, RejectsBadConfig) {
@@ -514,6 +518,120 @@ TEST_F(SafetensorsTest, AFlippedDataByteIsAChecksumErrorNamingTheTensor) {
   Result v = verify();
   EXPECT_EQ(v.code, RH_ERROR_DATA_LOSS);
   EXPECT_EQ(v.message, r.message);
+}
+
+std::vector<std::string> names_in(const fs::path& dir);  // below
+
+// ABI 1.7: the CRC-32 of each tensor, computed while it was written, goes
+// to the host with StateDict_SetChecksum, and equals the file's own.
+TEST_F(SafetensorsTest, SaveHandsTheChecksumsItWroteToTheHost) {
+  rh_StateDict dict;
+  put<float>(dict, "a", {kDLFloat, 32, 1}, {2, 2}, {1, 2, 3, 4});
+  put<int64_t>(dict, "b", {kDLInt, 64, 1}, {3}, {7, 8, 9});
+  put_bytes(dict, "c", "xyz");
+  ASSERT_EQ(save(dict).message, "");
+  const rh_StateDict::Entry& a = dict.entries.at("a");
+  const rh_StateDict::Entry& b = dict.entries.at("b");
+  ASSERT_TRUE(a.crc32.has_value());
+  ASSERT_TRUE(b.crc32.has_value());
+  EXPECT_EQ(*a.crc32, rh::crc32_update(0, a.data(), a.size()));
+  EXPECT_EQ(*b.crc32, rh::crc32_update(0, b.data(), b.size()));
+  EXPECT_FALSE(dict.entries.at("c").crc32.has_value());  // a blob: not in meta.json
+  const std::string raw = read_bytes(file());
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", *a.crc32);
+  EXPECT_THAT(raw, HasSubstr(std::string("\"crc32:a\":\"") + hex + "\""));
+
+  // checksum: false computes none and reports none.
+  auto plain = host_.create_checkpoint_io("{type: safetensors, checksum: false}");
+  rh_StateDict other;
+  put<float>(other, "a", {kDLFloat, 32, 1}, {1}, {5});
+  ASSERT_EQ(call(*plain, plain->vtable().Save, &other, "plain", dir().string()).message, "");
+  EXPECT_FALSE(other.entries.at("a").crc32.has_value());
+}
+
+// Large tensors: the checksums are computed on a second thread while the
+// data is written; the file is the same as one checksummed inline.
+TEST_F(SafetensorsTest, LargeTensorsAreChecksummedBesideTheWrite) {
+  std::vector<float> big(3 << 20);  // 12 MiB, over the thread threshold
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 1009) * 0.5f;
+  std::vector<float> small = {1, 2, 3};
+  rh_StateDict dict;
+  put<float>(dict, "big", {kDLFloat, 32, 1}, {static_cast<int64_t>(big.size())}, big);
+  put<float>(dict, "small", {kDLFloat, 32, 1}, {3}, small);
+  ASSERT_EQ(save(dict).message, "");
+  EXPECT_EQ(*dict.entries.at("big").crc32,
+            rh::crc32_update(0, big.data(), big.size() * sizeof(float)));
+  EXPECT_EQ(verify().message, "");
+  rh_StateDict loaded;
+  ASSERT_EQ(load(loaded).message, "");
+  const rh_StateDict::Entry& e = loaded.entries.at("big");
+  ASSERT_EQ(e.size(), big.size() * sizeof(float));
+  EXPECT_EQ(std::memcmp(e.data(), big.data(), e.size()), 0);
+}
+
+// ABI 1.7: Load reads a tensor straight into the memory the host placed it
+// at (a model parameter), with no copy through a buffer of the plugin's.
+TEST_F(SafetensorsTest, LoadReadsStraightIntoThePlaceTheHostGives) {
+  save_small_model();
+  std::vector<float> param(4, 0.0f);
+  rh_StateDict dict;
+  dict.destinations["a"] = {param.data(), {kDLFloat, 32, 1}, {2, 2}};
+  ASSERT_EQ(load(dict).message, "");
+  EXPECT_EQ(param, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(dict.entries.at("a").data(), reinterpret_cast<const uint8_t*>(param.data()));
+  EXPECT_EQ(tensor(dict, "b"), "0/64 [3] 070000000000000008000000000000000900000000000000");
+  EXPECT_EQ(bytes(dict, "c"), "xyz");
+}
+
+// A resume verifies the checkpoint, then loads it: the checksums are not
+// computed twice, unless the file changed in between.
+TEST_F(SafetensorsTest, AFileChangedAfterVerifyIsCheckedAgainAtLoad) {
+  save_small_model();
+  ASSERT_EQ(verify().message, "");
+  std::string raw = read_bytes(file());
+  raw[data_offset_of("a") + 2] ^= 0x10;
+  write_bytes(file(), raw);
+  rh_StateDict dict;
+  Result r = load(dict);
+  EXPECT_EQ(r.code, RH_ERROR_DATA_LOSS);
+  EXPECT_THAT(r.message, HasSubstr("checksum mismatch in tensor 'a'"));
+}
+
+// Verify shares a large file between two threads; the damaged tensor
+// reported is the file's first, whichever thread read it.
+TEST_F(SafetensorsTest, VerifyOnTwoThreadsReportsTheFirstDamagedTensor) {
+  std::vector<float> values(1 << 20, 1.5f);  // 4 MiB each
+  rh_StateDict dict;
+  for (const char* name : {"t0", "t1", "t2", "t3"})
+    put<float>(dict, name, {kDLFloat, 32, 1}, {static_cast<int64_t>(values.size())}, values);
+  ASSERT_EQ(save(dict).message, "");
+  ASSERT_EQ(verify().message, "");
+  const std::string good = read_bytes(file());
+  std::string raw = good;
+  raw[data_offset_of("t3") + 100] ^= 0x01;  // read by the second thread
+  write_bytes(file(), raw);
+  EXPECT_THAT(verify().message, HasSubstr("checksum mismatch in tensor 't3'"));
+  raw[data_offset_of("t0") + 100] ^= 0x01;  // and by the first
+  write_bytes(file(), raw);
+  EXPECT_THAT(verify().message, HasSubstr("checksum mismatch in tensor 't0'"));
+  write_bytes(file(), good);
+  EXPECT_EQ(verify().message, "");
+}
+
+// The file is complete under its name once Save returns; Flush makes it
+// durable (fsync of the file, then of the directory) and can be called
+// with nothing to do.
+TEST_F(SafetensorsTest, ASavedFileIsCompleteBeforeFlushAndFlushCanRepeat) {
+  rh_StateDict dict;
+  put<float>(dict, "a", {kDLFloat, 32, 1}, {2}, {1, 2});
+  ASSERT_EQ(call(*io_, io_->vtable().Save, &dict, "model", dir().string()).message, "");
+  EXPECT_EQ(names_in(dir()), (std::vector<std::string>{"model.safetensors"}));
+  rh_StateDict loaded;
+  ASSERT_EQ(load(loaded).message, "");
+  EXPECT_EQ(tensor(loaded, "a"), "2/32 [2] 0000803f00000040");
+  EXPECT_EQ(take(io_->vtable().Flush(io_->handle())).message, "");
+  EXPECT_EQ(take(io_->vtable().Flush(io_->handle())).message, "");
 }
 
 TEST_F(SafetensorsTest, AFlippedBlobByteIsDetected) {

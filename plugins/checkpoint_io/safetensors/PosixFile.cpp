@@ -62,6 +62,18 @@ uint64_t PosixFile::size() const {
   return static_cast<uint64_t>(st.st_size);
 }
 
+FileIdentity PosixFile::identity() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) io_error(path_, "cannot stat", errno);
+  FileIdentity id;
+  id.dev = static_cast<uint64_t>(st.st_dev);
+  id.ino = static_cast<uint64_t>(st.st_ino);
+  id.size = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return id;
+}
+
 void PosixFile::read_at(uint64_t offset, void* data, size_t size) const {
   auto* p = static_cast<unsigned char*>(data);
   while (size > 0) {

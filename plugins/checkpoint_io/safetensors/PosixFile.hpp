@@ -11,6 +11,17 @@
 
 namespace rh::ckpt {
 
+// What identifies a file's content without reading it: a file replaced,
+// rewritten or touched gets another inode, size, mtime or ctime.
+struct FileIdentity {
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const FileIdentity& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns &&
+           ctime_ns == o.ctime_ns;
+  }
+};
+
 class PosixFile {
  public:
   // RH_ERROR_NOT_FOUND when the file does not exist, else RH_ERROR_IO.
@@ -26,6 +37,7 @@ class PosixFile {
 
   const std::string& path() const { return path_; }
   uint64_t size() const;
+  FileIdentity identity() const;
   // Reads exactly `size` bytes at `offset`; a file that ends early is
   // RH_ERROR_DATA_LOSS ("changed while being read").
   void read_at(uint64_t offset, void* data, size_t size) const;

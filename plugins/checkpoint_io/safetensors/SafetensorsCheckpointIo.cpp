@@ -17,10 +17,22 @@
 // Tensors are written largest element size first, then by name, so every
 // tensor is aligned to its element size in the file (8 + N is a multiple of 8).
 //
-// Save writes `<stem>.safetensors.tmp`, fsyncs it, renames it over
-// `<stem>.safetensors` and fsyncs the directory: a reader sees the old file
-// or the new one, never a torn one; on failure the temporary is removed and
-// an existing file is left as it was.
+// Save writes `<stem>.safetensors.tmp` and renames it over
+// `<stem>.safetensors` once it is complete: a reader sees the old file or
+// the new one, never a torn one; on failure the temporary is removed and an
+// existing file is left as it was. Flush makes every file saved since the
+// last Flush durable (fsync of each file, then of each directory once), so
+// the disk writes one file while the next is being written; the host calls
+// it before it publishes a checkpoint. The CRC-32 of each tensor is computed
+// on a second thread while the data is written (the header goes first with
+// placeholder checksums, all 8 hex digits, and is rewritten in place at the
+// end), and the checksums go to the host too (StateDict_SetChecksum, ABI
+// 1.7), which records them in meta.json instead of reading the tensors
+// again.
+//
+// Load reads each tensor straight into memory the host gives it
+// (StateDict_AllocTensor, ABI 1.7: a model parameter when the host places
+// it there), else through a buffer and StateDict_PutTensor.
 //
 // Load and Verify check the whole file before trusting it: the header length,
 // strict JSON, dtypes and shapes against data_offsets, that the tensors tile
@@ -28,15 +40,21 @@
 // (truncation), and every checksum the file carries (files written by other
 // tools have none and load with the structural checks only). Each problem is
 // an RH_ERROR_DATA_LOSS error that names the file and, where it applies, the
-// tensor.
+// tensor. A file this instance has verified and that has not changed since
+// (same device, inode, size, mtime and ctime) is loaded without checking
+// its checksums a second time: a resume verifies the checkpoint it picks,
+// then loads it.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <map>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "Json.hpp"
@@ -57,6 +75,11 @@ using rh::ckpt::TensorEntry;
 
 constexpr std::string_view kBytesPrefix = "__bytes__.";
 constexpr size_t kVerifyChunk = size_t{8} << 20;
+// Save: written in blocks this size (one write(2) each).
+constexpr size_t kWriteBlock = size_t{1} << 20;
+// Below this many bytes a save checksums on its own thread: a second
+// thread costs more than it hides.
+constexpr uint64_t kChecksumThreadBytes = uint64_t{4} << 20;
 
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
@@ -105,6 +128,7 @@ FilePaths file_paths(const rh_CheckpointFileArgs& args) {
 // state dict, or gathered from a strided view).
 struct Source {
   TensorEntry entry;
+  std::string key;  // in the state dict ("" for a byte blob)
   const unsigned char* data = nullptr;
   std::vector<unsigned char> gathered;
 };
@@ -168,6 +192,7 @@ Source tensor_source(const std::string& key, const DLManagedTensor& managed) {
   }
   Source s;
   s.entry.name = key;
+  s.key = key;
   s.entry.dtype = dtype;
   // The host checks tensors put through the ABI; this plugin checks again so
   // that a bad description from any host is an error, never a short read.
@@ -308,7 +333,7 @@ class SafetensorsCheckpointIo {
         throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
                             "safetensors: " + paths.file + ": the tensors' total size overflows");
       offset = s.entry.end;
-      if (checksum_) s.entry.crc32 = rh::crc32_update(0, s.data, size);
+      if (checksum_) s.entry.crc32 = 0;  // computed while writing (write_file)
       header.tensors.push_back(s.entry);
     }
     // A header that no reader (ours or Hugging Face's) would accept is
@@ -322,7 +347,43 @@ class SafetensorsCheckpointIo {
               " bytes that safetensors readers enforce (" + std::to_string(header.tensors.size()) +
               " tensors; too many or too long names)");
     }
-    write_file(paths, encoded, sources);
+    write_file(paths, header, encoded, sources);
+    // The host records the same checksums in meta.json (not bytes blobs:
+    // meta.json lists tensors only).
+    if (checksum_ && RH_STRUCT_HAS(host_, rh_HostApi, StateDict_SetChecksum) &&
+        host_->StateDict_SetChecksum != nullptr)
+      for (size_t i = 0; i < sources.size(); ++i)  // header.tensors[i] is sources[i]
+        if (!sources[i].key.empty())
+          rh::check(host_,
+                    host_->StateDict_SetChecksum(args.dict, sources[i].key.data(),
+                                                 sources[i].key.size(), *header.tensors[i].crc32));
+  }
+
+  // Every file saved since the last Flush, durable: each fsynced, then
+  // each directory once (their renames). The first failure is reported
+  // after every file was tried.
+  void flush() {
+    std::vector<Pending> files = std::move(pending_);
+    pending_.clear();
+    std::exception_ptr first;
+    std::vector<std::string> dirs;
+    for (Pending& p : files) {
+      try {
+        p.file.sync();
+        p.file.close();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+      if (std::find(dirs.begin(), dirs.end(), p.dir) == dirs.end()) dirs.push_back(p.dir);
+    }
+    for (const std::string& dir : dirs) {
+      try {
+        rh::ckpt::sync_directory(dir);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
   }
 
   void load(const rh_CheckpointFileArgs& args) {
@@ -330,19 +391,21 @@ class SafetensorsCheckpointIo {
     if (args.dict == nullptr)
       throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "safetensors Load: no state dict to fill");
     OpenedFile f = open_checked(paths.file);
-    uint64_t largest = 0;
-    for (const TensorEntry& t : f.header.tensors) largest = std::max(largest, t.size());
-    std::vector<unsigned char> buffer(largest);
+    const auto seen = verified_.find(paths.file);
+    const bool checked = seen != verified_.end() && seen->second == f.file.identity();
+    std::vector<unsigned char> buffer;  // blobs, and tensors when the host cannot place them
     std::vector<int64_t> shape;
     for (const TensorEntry& t : f.header.tensors) {
-      f.file.read_at(f.data_start + t.begin, buffer.data(), t.size());
-      if (t.crc32) check_crc(paths.file, t, rh::crc32_update(0, buffer.data(), t.size()));
       if (starts_with(t.name, kBytesPrefix)) {
         if (t.dtype->name != "U8" || t.shape.size() != 1) {
           data_loss(paths.file, "tensor " + quoted(t.name) +
                                     " should hold bytes (U8, 1-D) but is " +
                                     rh::ckpt::describe(*t.dtype, t.shape));
         }
+        buffer.resize(t.size());
+        f.file.read_at(f.data_start + t.begin, buffer.data(), t.size());
+        if (t.crc32 && !checked)
+          check_crc(paths.file, t, rh::crc32_update(0, buffer.data(), t.size()));
         const std::string key = t.name.substr(kBytesPrefix.size());
         rh::check(host_, host_->StateDict_PutBytes(args.dict, key.data(), key.size(), buffer.data(),
                                                    t.size()));
@@ -354,15 +417,13 @@ class SafetensorsCheckpointIo {
           data_loss(paths.file, "tensor " + quoted(t.name) + " has a dimension beyond int64");
         shape.push_back(static_cast<int64_t>(d));
       }
-      DLManagedTensor view{};
-      view.dl_tensor.data = buffer.data();
-      view.dl_tensor.device = DLDevice{kDLCPU, 0};
-      view.dl_tensor.ndim = static_cast<int32_t>(shape.size());
-      view.dl_tensor.dtype = DLDataType{t.dtype->code, t.dtype->bits, 1};
-      view.dl_tensor.shape = shape.data();
-      view.dl_tensor.strides = nullptr;
-      view.dl_tensor.byte_offset = 0;
-      rh::check(host_, host_->StateDict_PutTensor(args.dict, t.name.data(), t.name.size(), &view));
+      read_tensor(
+          args.dict, t.name, *t.dtype, shape,
+          [&](unsigned char* data) {
+            f.file.read_at(f.data_start + t.begin, data, t.size());
+            if (t.crc32 && !checked) check_crc(paths.file, t, rh::crc32_update(0, data, t.size()));
+          },
+          buffer);
     }
   }
 
@@ -394,36 +455,71 @@ class SafetensorsCheckpointIo {
                             paths.file + ": slice [" + std::to_string(s.offset) + ", +" +
                                 std::to_string(s.numel) + ") is outside tensor " + quoted(key) +
                                 " of " + std::to_string(numel) + " elements");
-      buffer.resize(static_cast<size_t>(s.numel) * elem);
-      f.file.read_at(f.data_start + t->begin + static_cast<uint64_t>(s.offset) * elem,
-                     buffer.data(), buffer.size());
-      int64_t shape = s.numel;
-      DLManagedTensor view{};
-      view.dl_tensor.data = buffer.data();
-      view.dl_tensor.device = DLDevice{kDLCPU, 0};
-      view.dl_tensor.ndim = 1;
-      view.dl_tensor.dtype = DLDataType{t->dtype->code, t->dtype->bits, 1};
-      view.dl_tensor.shape = &shape;
-      rh::check(host_, host_->StateDict_PutTensor(args.dict, key.data(), key.size(), &view));
+      const uint64_t at = f.data_start + t->begin + static_cast<uint64_t>(s.offset) * elem;
+      const size_t size = static_cast<size_t>(s.numel) * elem;
+      read_tensor(
+          args.dict, key, *t->dtype, {s.numel},
+          [&](unsigned char* data) { f.file.read_at(at, data, size); }, buffer);
     }
   }
 
+  // Reads every checksummed tensor and checks its CRC-32: on two threads
+  // when there is enough to share (each reads and checksums its own half of
+  // the bytes; the file's first damaged tensor is the one reported).
   void verify(const rh_CheckpointFileArgs& args) {
     const FilePaths paths = file_paths(args);
+    verified_.erase(paths.file);
     OpenedFile f = open_checked(paths.file);
-    std::vector<unsigned char> chunk;
-    for (const TensorEntry& t : f.header.tensors) {
-      if (!t.crc32) continue;  // no checksum: the size checks are all there is
-      chunk.resize(static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, t.size())));
-      uint32_t crc = 0;
-      for (uint64_t done = 0; done < t.size();) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), t.size() - done));
-        f.file.read_at(f.data_start + t.begin + done, chunk.data(), n);
-        crc = rh::crc32_update(crc, chunk.data(), n);
-        done += n;
+    std::vector<const TensorEntry*> checked;
+    uint64_t total = 0;
+    for (const TensorEntry& t : f.header.tensors)
+      if (t.crc32) {  // no checksum: the size checks are all there is
+        checked.push_back(&t);
+        total += t.size();
       }
-      check_crc(paths.file, t, crc);
+    // Tensors [0, split) on this thread, [split, n) on the other.
+    size_t split = checked.size();
+    if (total >= kChecksumThreadBytes) {
+      uint64_t first = 0;
+      for (split = 0; split < checked.size() && first < total / 2; ++split)
+        first += checked[split]->size();
     }
+    std::vector<uint32_t> crcs(checked.size(), 0);
+    auto compute = [&](size_t begin, size_t end) {
+      std::vector<unsigned char> chunk;
+      for (size_t i = begin; i < end; ++i) {
+        const TensorEntry& t = *checked[i];
+        chunk.resize(static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, t.size())));
+        for (uint64_t done = 0; done < t.size();) {
+          const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), t.size() - done));
+          f.file.read_at(f.data_start + t.begin + done, chunk.data(), n);
+          crcs[i] = rh::crc32_update(crcs[i], chunk.data(), n);
+          done += n;
+        }
+      }
+    };
+    std::exception_ptr second_error;
+    std::thread second;
+    if (split < checked.size())
+      second = std::thread([&] {
+        try {
+          compute(split, checked.size());
+        } catch (...) {
+          second_error = std::current_exception();
+        }
+      });
+    std::exception_ptr first_error;
+    try {
+      compute(0, split);
+    } catch (...) {
+      first_error = std::current_exception();
+    }
+    if (second.joinable()) second.join();
+    if (first_error) std::rethrow_exception(first_error);
+    for (size_t i = 0; i < split; ++i) check_crc(paths.file, *checked[i], crcs[i]);
+    if (second_error) std::rethrow_exception(second_error);
+    for (size_t i = split; i < checked.size(); ++i) check_crc(paths.file, *checked[i], crcs[i]);
+    verified_[paths.file] = f.file.identity();
   }
 
  private:
@@ -448,27 +544,94 @@ class SafetensorsCheckpointIo {
     return sources;
   }
 
-  static void write_file(const FilePaths& paths, const std::string& header,
-                         const std::vector<Source>& sources) {
+  // The file, complete under its name, with the checksums of `header`
+  // (placeholders in `encoded`), computed on a second thread while the main
+  // one writes the data; durable at the next Flush (pending_).
+  void write_file(const FilePaths& paths, Header& header, const std::string& encoded,
+                  const std::vector<Source>& sources) {
+    uint64_t total = 0;
+    for (const Source& s : sources) total += s.entry.size();
+    std::vector<uint32_t> crcs(sources.size(), 0);
+    auto checksum_all = [&] {
+      for (size_t i = 0; i < sources.size(); ++i)
+        crcs[i] = rh::crc32_update(0, sources[i].data, sources[i].entry.size());
+    };
+    std::thread checksums;
+    struct Join {  // also when writing throws: the thread reads `sources`
+      std::thread& t;
+      ~Join() {
+        if (t.joinable()) t.join();
+      }
+    } join{checksums};
     try {
       PosixFile file = PosixFile::create(paths.tmp);
-      rh::ckpt::BufferedWriter out(file);
-      const std::string start = rh::ckpt::file_start(header);
+      if (checksum_ && total >= kChecksumThreadBytes) checksums = std::thread(checksum_all);
+      rh::ckpt::BufferedWriter out(file, kWriteBlock);
+      const std::string start = rh::ckpt::file_start(encoded);
       out.write(start.data(), start.size());
       for (const Source& s : sources) out.write(s.data, s.entry.size());
       out.flush();
-      file.sync();
-      file.close();
+      if (checksum_) {
+        if (checksums.joinable())
+          checksums.join();
+        else
+          checksum_all();
+        for (size_t i = 0; i < sources.size(); ++i) header.tensors[i].crc32 = crcs[i];
+        const std::string final_header = rh::ckpt::encode_header(header);
+        if (final_header.size() != encoded.size())
+          throw rh::Exception(
+              RH_ERROR_INTERNAL,
+              "safetensors: " + paths.file + ": the header changed size with its checksums");
+        file.write_at(8, final_header.data(), final_header.size());
+      }
       rh::ckpt::rename_file(paths.tmp, paths.file);
+      pending_.push_back({std::move(file), paths.dir});
     } catch (...) {
       ::unlink(paths.tmp.c_str());  // best effort: it may never have been created
       throw;
     }
-    rh::ckpt::sync_directory(paths.dir);
+  }
+
+  // Tensor `key` of `dtype` and `shape` into the dict: `fill` writes its
+  // bytes straight into memory the host gives (StateDict_AllocTensor), or
+  // into `buffer`, which StateDict_PutTensor then copies (a host before 1.7).
+  template <typename Fill>
+  void read_tensor(rh_StateDict* dict, const std::string& key, const Dtype& dtype,
+                   std::vector<int64_t> shape, const Fill& fill,
+                   std::vector<unsigned char>& buffer) const {
+    const DLDataType dl{dtype.code, dtype.bits, 1};
+    if (RH_STRUCT_HAS(host_, rh_HostApi, StateDict_AllocTensor) &&
+        host_->StateDict_AllocTensor != nullptr) {
+      void* data = nullptr;
+      rh::check(host_, host_->StateDict_AllocTensor(dict, key.data(), key.size(), dl, shape.data(),
+                                                    static_cast<int32_t>(shape.size()), &data));
+      if (data != nullptr) fill(static_cast<unsigned char*>(data));
+      return;
+    }
+    uint64_t size = dtype.bytes();
+    for (int64_t d : shape) size *= static_cast<uint64_t>(d);
+    buffer.resize(static_cast<size_t>(size));
+    fill(buffer.data());
+    DLManagedTensor view{};
+    view.dl_tensor.data = buffer.data();
+    view.dl_tensor.device = DLDevice{kDLCPU, 0};
+    view.dl_tensor.ndim = static_cast<int32_t>(shape.size());
+    view.dl_tensor.dtype = dl;
+    view.dl_tensor.shape = shape.data();
+    rh::check(host_, host_->StateDict_PutTensor(dict, key.data(), key.size(), &view));
   }
 
   const rh_HostApi* host_;
   bool checksum_ = true;
+  // Files saved since the last Flush, still open, not yet fsynced.
+  struct Pending {
+    PosixFile file;
+    std::string dir;
+  };
+  std::vector<Pending> pending_;
+  // Files Verify found whole, as they were then: Load does not check their
+  // checksums again while they are unchanged.
+  std::map<std::string, rh::ckpt::FileIdentity> verified_;
 };
 
 const rh_Component kComponents[] = {

@@ -47,6 +47,10 @@
  *        LoadSlices (a checkpoint-IO component that wraps another);
  *        rh_CheckpointIoVtable: SavesInBackground (the host publishes the
  *        checkpoint in the background), LoadSlices may answer UNIMPLEMENTED.
+ *   1.7  rh_HostApi: StateDict_AllocTensor (a checkpoint-IO plugin reads a
+ *        file straight into the tensor's memory, a model parameter's when
+ *        the host places it there), StateDict_SetChecksum (the CRC-32 the
+ *        plugin computed while writing goes into meta.json).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -59,7 +63,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 6
+#define RH_ABI_VERSION_MINOR 7
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

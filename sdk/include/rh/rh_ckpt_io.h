@@ -54,7 +54,9 @@ typedef struct rh_CheckpointIoVtable {
   void (*Destroy)(rh_CheckpointIoInstance* instance);
   /* Required. Writes args->dict into args->dir. When it returns without
    * error (or, for an asynchronous writer, when Flush returns) the files are
-   * complete and fsynced. Never writes outside args->dir. */
+   * complete; they are fsynced then too, or, for a plugin with Flush, when
+   * Flush returns (the host calls Flush before it publishes a checkpoint).
+   * Never writes outside args->dir. */
   rh_Error* (*Save)(rh_CheckpointIoInstance* instance, const rh_CheckpointFileArgs* args);
   /* Required. Reads what Save wrote into args->dict. A truncated or
    * corrupted file is an RH_ERROR_DATA_LOSS error naming the file. */
@@ -63,8 +65,8 @@ typedef struct rh_CheckpointIoVtable {
    * (args->dict is NULL). NULL = the host assumes they are valid when Load
    * succeeds. */
   rh_Error* (*Verify)(rh_CheckpointIoInstance* instance, const rh_CheckpointFileArgs* args);
-  /* Optional. Waits until every Save issued so far is durable. NULL =
-   * Save is synchronous. */
+  /* Optional. Waits until every Save issued so far is durable (fsynced,
+   * with its directory). NULL = Save is durable when it returns. */
   rh_Error* (*Flush)(rh_CheckpointIoInstance* instance);
   /* Optional (ABI 1.5). Reads only `slices` of the tensors of `stem` into
    * args->dict: slice i becomes a 1-D tensor of slices[i].numel elements of

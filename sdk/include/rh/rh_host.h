@@ -6,10 +6,10 @@
  * the struct (a newer host's table is larger than the plugin's headers know).
  *
  * Every function here is implemented by the host. Functions are thread-safe
- * unless their comment says otherwise. Errors, Log*, Config_* and
- * StateDict_* are always provided. Any other entry may be NULL, meaning this
- * host does not provide it (e.g. Comm_* in a single-process run, or a host of
- * an older minor): check before calling.
+ * unless their comment says otherwise. Errors, Log*, Config_* and the
+ * StateDict_* of 1.0 are always provided. Any other entry may be NULL,
+ * meaning this host does not provide it (e.g. Comm_* in a single-process
+ * run, or a host of an older minor): check before calling.
  *
  * Handles (all opaque, all owned by the host):
  *   rh_Context     one per plugin (given to Init) and one per component
@@ -257,8 +257,29 @@ typedef struct rh_HostApi {
   rh_Error* (*CheckpointIo_LoadSlices)(rh_CheckpointIo* io,
                                        const struct rh_CheckpointFileArgs* args,
                                        const struct rh_CheckpointSlice* slices, size_t num_slices);
+
+  /* ---- State dicts without copies (ABI 1.7) ----------------------------- */
+  /* Load: adds tensor `key` (dtype, `ndim` dimensions of `shape`, C order)
+   * whose bytes the caller then writes: *data receives dtype size x numel
+   * writable bytes, uninitialised, owned by the dict, valid until the call
+   * that handed over `dict` returns (NULL for 0 bytes). The host may place
+   * them where the tensor is going (a model parameter), so a checkpoint-IO
+   * plugin that reads the file straight into *data saves the copy that
+   * StateDict_PutTensor makes. Checked like StateDict_PutTensor's tensors
+   * (RH_ERROR_INVALID_ARGUMENT naming `key`); a key that exists is
+   * replaced. Thread-safe for different dicts only. */
+  rh_Error* (*StateDict_AllocTensor)(rh_StateDict* dict, const char* key, size_t key_size,
+                                     DLDataType dtype, const int64_t* shape, int32_t ndim,
+                                     void** data);
+  /* Save: the CRC-32 (zlib's, as rh/cpp/crc32.hpp computes it) of tensor
+   * `key`'s bytes in C order, which the checkpoint-IO plugin computed while
+   * writing them; the host records it in meta.json instead of reading the
+   * tensor a second time. RH_ERROR_NOT_FOUND when `key` is no tensor of
+   * `dict`. Callable from the thread that writes (SavesInBackground). */
+  rh_Error* (*StateDict_SetChecksum)(rh_StateDict* dict, const char* key, size_t key_size,
+                                     uint32_t crc32);
 } rh_HostApi;
-#define RH_HOST_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_HostApi, CheckpointIo_LoadSlices)
+#define RH_HOST_API_STRUCT_SIZE RH_STRUCT_SIZE(rh_HostApi, StateDict_SetChecksum)
 
 /* Passed to every component's Create. Borrowed for the call; the pointers
  * inside stay valid until the instance is destroyed. */
