@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
-# The non-LibTorch tests under AddressSanitizer + UndefinedBehaviorSanitizer:
-# configures build-asan/ with RH_SANITIZE=address,undefined (our code, the
-# SDK helpers, the plugins and the tests instrumented; LibTorch and the
-# system libraries not), builds the test binaries below and runs them. A
-# finding fails the run (-fno-sanitize-recover=all; ASan aborts).
+# The tests that need no LibTorch of their own under sanitizers:
+# configures a build directory with RH_SANITIZE (our code, the SDK helpers,
+# the plugins and the tests instrumented; LibTorch, Gloo and the system
+# libraries not), builds the given test binaries and runs them. A finding
+# fails the run (-fno-sanitize-recover=all; ASan and TSan abort or exit
+# non-zero).
 #
-#   tools/sanitize.sh [test-binary ...]      (after tools/install-deps.sh)
+#   tools/sanitize.sh [test-binary ...]                     ASan + UBSan, build-asan/
+#   RH_SANITIZE=thread tools/sanitize.sh [test-binary ...]  TSan, build-tsan/
 #
-# Default: rh_config_tests rh_zero_tests rh_launch_tests rh_plugin_host_tests
-# (about 10 minutes from scratch on 2 cores). RH_SANITIZE (any -fsanitize=
-# list, e.g. thread) and RH_SANITIZE_BUILD_DIR choose another tree; only
-# address,undefined has been run so far.
+# Default binaries: with address,undefined every test binary that links no
+# LibTorch (config, launcher, plugin host and host API, ABI test plugins,
+# checkpoint store and index, safetensors and the hooks, zero's config and
+# loss scaler, the communicator); with thread the communicator's
+# (rh_comm_tests: the shared-memory collectives, gloo, the async work
+# queue). CI runs both (.ci/run). RH_SANITIZE_BUILD_DIR chooses another
+# tree. Suppressions: tools/sanitizers/tsan.supp (each explained); none for
+# ASan/UBSan.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SAN="${RH_SANITIZE:-address,undefined}"
-BUILD="${RH_SANITIZE_BUILD_DIR:-$ROOT/build-asan}"
+case "$SAN" in
+  thread) DEFAULT_DIR="$ROOT/build-tsan"; DEFAULT_TESTS=(rh_comm_tests) ;;
+  *) DEFAULT_DIR="$ROOT/build-asan"
+     DEFAULT_TESTS=(rh_config_tests rh_launch_tests rh_plugin_host_tests rh_plugins_io_tests
+                    rh_checkpoint_tests AbiPluginTest rh_zero_tests rh_comm_tests) ;;
+esac
+BUILD="${RH_SANITIZE_BUILD_DIR:-$DEFAULT_DIR}"
 TESTS=("$@")
 if [ ${#TESTS[@]} -eq 0 ]; then
-  TESTS=(rh_config_tests rh_zero_tests rh_launch_tests rh_plugin_host_tests)
+  TESTS=("${DEFAULT_TESTS[@]}")
 fi
 if [ ! -f "$BUILD/build.ninja" ]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRH_SANITIZE="$SAN"
@@ -25,6 +37,7 @@ fi
 cmake --build "$BUILD" -j "$(nproc --all)" --target "${TESTS[@]}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tools/sanitizers/tsan.supp}"
 failed=()
 for t in "${TESTS[@]}"; do
   echo "sanitize: $t ($SAN)"

@@ -131,10 +131,31 @@ double parse_ms(const std::string& output, const std::regex& line, const std::st
 }
 
 struct Variant {
+  Variant(std::string n, std::string h, std::string s)
+      : name(std::move(n)), hooks(std::move(h)), sets(std::move(s)) {}
   std::string name;
   std::string hooks;  // YAML list; empty: the bare loop
+  std::string sets;   // more --set arguments (e.g. the checkpoint IO)
   std::vector<double> ms, ratio;
+  // The loop's time without what it waited for checkpoint saves (the saves'
+  // own logged times), per iteration, and its ratio: the per-iteration cost
+  // of the runner and its hooks apart from the saves themselves.
+  std::vector<double> ms_ex_saves, ratio_ex_saves;
 };
+
+// Seconds the loop spent in checkpoint saves: the logged time of each
+// synchronous save (`saved checkpoint ... in S s,`) and what the loop
+// waited for each background save (`the loop waited S s`).
+double save_seconds(const std::string& output) {
+  static const std::regex kSync("MB of tensors in ([0-9.]+) s,");
+  static const std::regex kWaited("the loop waited ([0-9.]+) s");
+  double total = 0;
+  for (const std::regex* re : {&kSync, &kWaited})
+    for (auto it = std::sregex_iterator(output.begin(), output.end(), *re);
+         it != std::sregex_iterator(); ++it)
+      total += std::stod((*it)[1]);
+  return total;
+}
 
 std::string shell_quoted(const std::string& s) { return "'" + s + "'"; }
 
@@ -262,21 +283,20 @@ int main(int argc, char** argv) {
     const std::string runner = (exe.parent_path() / "runner-host").string();
     const fs::path work = fs::temp_directory_path() / ("rh-bench-" + std::to_string(::getpid()));
     const std::string ckpt = "{type: checkpoint, interval: 5}";
+    const std::string async_io =
+        " --set " + shell_quoted("checkpoint_io={type: async, inner: {type: safetensors}}");
+    const std::string lmc = "[{type: logger, interval: 50}, {type: metrics}, " + ckpt + "]";
     std::vector<Variant> variants = {
-        {"bare LibTorch loop", "", {}, {}},
-        {"runner-host, no hooks", "[]", {}, {}},
-        {"logger (interval 50)", "[{type: logger, interval: 50}]", {}, {}},
-        {"metrics", "[{type: metrics}]", {}, {}},
-        {"checkpoint (interval 5)", "[" + ckpt + "]", {}, {}},
-        {"trace", "[{type: trace}]", {}, {}},
-        {"logger+metrics+checkpoint",
-         "[{type: logger, interval: 50}, {type: metrics}, " + ckpt + "]",
-         {},
-         {}},
+        {"bare LibTorch loop", "", ""},
+        {"runner-host, no hooks", "[]", ""},
+        {"logger (interval 50)", "[{type: logger, interval: 50}]", ""},
+        {"metrics", "[{type: metrics}]", ""},
+        {"checkpoint (interval 5)", "[" + ckpt + "]", ""},
+        {"trace", "[{type: trace}]", ""},
+        {"logger+metrics+checkpoint", lmc, ""},
         {"all four",
-         "[{type: logger, interval: 50}, {type: metrics}, " + ckpt + ", {type: trace}]",
-         {},
-         {}},
+         "[{type: logger, interval: 50}, {type: metrics}, " + ckpt + ", {type: trace}]", ""},
+        {"l+m+checkpoint, async IO", lmc, async_io},
     };
     std::regex only_re;
     try {
@@ -292,22 +312,27 @@ int main(int argc, char** argv) {
     static const std::regex kBare("bare loop: ([0-9.]+) ms/iteration");
     static const std::regex kRunner(
         "train loop: [0-9]+ iterations in [0-9.]+ s \\(([0-9.]+) ms/iteration");
+    static const std::regex kIterations("train loop: ([0-9]+) iterations in");
     std::string pin;  // the taskset prefix of the current pair
-    auto run_variant = [&](size_t v) {
+    // ms per iteration, and (runner-host) without the loop's time in saves.
+    auto run_variant = [&](size_t v) -> std::pair<double, double> {
       std::string cmd;
       if (variants[v].hooks.empty()) {
         cmd = pin + shell_quoted(exe.string()) + " --bare --config " + shell_quoted(config) +
               " --epochs " + std::to_string(epochs);
-        return parse_ms(run_and_capture(cmd), kBare, cmd);
+        const double ms = parse_ms(run_and_capture(cmd), kBare, cmd);
+        return {ms, ms};
       }
       cmd = pin + shell_quoted(runner) + " --config " + shell_quoted(config) + " --set " +
             shell_quoted("work_dir=" + work.string()) + " --set " +
             shell_quoted("train_cfg={by_epoch: true, max_epochs: " + std::to_string(epochs) +
                          ", val_interval: 100000000}") +
-            " --set " + shell_quoted("hooks=" + variants[v].hooks);
-      const double ms = parse_ms(run_and_capture(cmd), kRunner, cmd);
+            " --set " + shell_quoted("hooks=" + variants[v].hooks) + variants[v].sets;
+      const std::string output = run_and_capture(cmd);
+      const double ms = parse_ms(output, kRunner, cmd);
+      const double iters = parse_ms(output, kIterations, cmd);
       fs::remove_all(work);
-      return ms;
+      return {ms, ms - 1e3 * save_seconds(output) / iters};
     };
 
     std::printf(
@@ -328,17 +353,20 @@ int main(int argc, char** argv) {
         std::string cpu = cpus;
         if (cpus == "auto") cpu = std::to_string(idlest_cpu());
         pin = cpus == "none" ? "" : "taskset -c " + cpu + " ";
-        double bare_ms, variant_ms;
+        std::pair<double, double> bare, variant;
         if (bare_first) {
-          bare_ms = run_variant(0);
-          variant_ms = run_variant(v);
+          bare = run_variant(0);
+          variant = run_variant(v);
         } else {
-          variant_ms = run_variant(v);
-          bare_ms = run_variant(0);
+          variant = run_variant(v);
+          bare = run_variant(0);
         }
+        const double bare_ms = bare.first, variant_ms = variant.first;
         variants[0].ms.push_back(bare_ms);
         variants[v].ms.push_back(variant_ms);
         variants[v].ratio.push_back(variant_ms / bare_ms);
+        variants[v].ms_ex_saves.push_back(variant.second);
+        variants[v].ratio_ex_saves.push_back(variant.second / bare_ms);
         std::printf(" %s %.3f%s", variants[v].name.c_str(), variant_ms / bare_ms,
                     cpus == "auto" ? (" (cpu " + cpu + ")").c_str() : "");
         std::fflush(stdout);
@@ -347,12 +375,24 @@ int main(int argc, char** argv) {
     }
     std::printf("%-27s %-30s %s\n", "", "ms/iteration median (min-max)",
                 "ratio to its paired bare loop, median (min-max)");
+    bool saves = false;
     for (const Variant& v : variants) {
       if (v.ms.empty()) continue;
       std::printf("%-27s ", v.name.c_str());
       print_spread(v.ms, "%.4f (%.4f-%.4f)");
       if (!v.ratio.empty()) print_spread(v.ratio, "        %.3f (%.3f-%.3f)");
       std::printf("\n");
+      saves = saves || (!v.ms_ex_saves.empty() && v.ms_ex_saves != v.ms);
+    }
+    if (saves) {
+      std::printf("without the time the loop spent in checkpoint saves (their logged times):\n");
+      for (const Variant& v : variants) {
+        if (v.ms_ex_saves.empty() || v.ms_ex_saves == v.ms) continue;
+        std::printf("%-27s ", v.name.c_str());
+        print_spread(v.ms_ex_saves, "%.4f (%.4f-%.4f)");
+        print_spread(v.ratio_ex_saves, "        %.3f (%.3f-%.3f)");
+        std::printf("\n");
+      }
     }
     std::printf("load average after: %s\n", load_average().c_str());
   } catch (const std::exception& e) {
