@@ -13,7 +13,7 @@
 #   bench_ddp.sh             ddp / PyTorch's DistributedDataParallel
 #   bench_zero.sh            zero stages 1-3 / ddp, memory beside the formulas,
 #                            stage 1 / PyTorch's ZeroRedundancyOptimizer
-#   bench_checkpoint.sh      checkpoint save and load (safetensors, torch, async) against dd + fsync and torch.save / torch.load
+#   bench_checkpoint.sh      checkpoint save and load (safetensors, torch, async) against a raw write + fsync of the same bytes and torch.save / torch.load
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"
@@ -94,7 +94,7 @@ md = ["# Benchmarks", "",
       f"{datetime.date.today().isoformat()} in {elapsed} s. Machine: {machine}. "
       "Every figure is a ratio against its peer measured in the same run (a bare LibTorch loop, "
       "PyTorch's own DDP and ZeroRedundancyOptimizer from Debian's python3-torch, the other "
-      "transport, dd); this is a shared machine, so ratios move by several percent from run to "
+      "transport, a raw write of the same bytes); this is a shared machine, so ratios move by several percent from run to "
       "run: compare runs of the same report, not single figures." , ""]
 
 # Step overhead.
