@@ -31,9 +31,7 @@ TESTS=("$@")
 if [ ${#TESTS[@]} -eq 0 ]; then
   TESTS=("${DEFAULT_TESTS[@]}")
 fi
-if [ ! -f "$BUILD/build.ninja" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRH_SANITIZE="$SAN"
-fi
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRH_SANITIZE="$SAN" >/dev/null
 cmake --build "$BUILD" -j "$(nproc --all)" --target "${TESTS[@]}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
