@@ -18,6 +18,7 @@
 #include "config/JobLoader.hpp"
 #include "config/JobSchema.hpp"
 #include "config/Schema.hpp"
+#include "launch/HeapPolicy.hpp"
 #include "launch/LaunchMain.hpp"
 #include "launch/StopSignal.hpp"
 #include "lifecycle/JobComponents.hpp"
@@ -82,6 +83,8 @@ std::string default_work_dir(const config::Node& root, const std::string& config
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything large is allocated (launch/HeapPolicy.hpp says why).
+  const std::string heap_policy = launch::apply_heap_policy();
   auto logger = spdlog::stderr_color_mt("runner-host");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
@@ -124,6 +127,7 @@ int main(int argc, char** argv) {
   host::HostServices services;
   host::install_torch_services(services);
   warn_on_reference_blas();
+  if (!heap_policy.empty()) spdlog::debug("heap: {}", heap_policy);
 
   // Relative --plugin-path / RH_PLUGIN_PATH entries are relative to the job
   // file's directory (as `plugin:` paths are); without a job file they are

@@ -63,6 +63,7 @@
 
 #include "config/JobLoader.hpp"
 #include "data/DataLoader.hpp"
+#include "launch/HeapPolicy.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "model/Model.hpp"
 #include "optim/OptimWrapper.hpp"
@@ -234,6 +235,9 @@ void print_spread(const std::vector<double>& v, const char* format) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The bare loop keeps large blocks in the heap as runner-host does
+  // (launch/HeapPolicy.hpp): the ratio is the runner's work, not malloc's.
+  rh::launch::apply_heap_policy();
   std::string config = "configs/quickstart.yaml";
   int64_t epochs = 16;
   int rounds = 7;
