@@ -254,34 +254,26 @@ rh_Error* StateDict_PutTensor(rh_StateDict* dict, const char* key, size_t key_si
                               const DLManagedTensor* tensor) {
   if (dict == nullptr || tensor == nullptr || (key == nullptr && key_size > 0))
     return new_error(RH_ERROR_INVALID_ARGUMENT, "StateDict_PutTensor: NULL argument");
-  try {
+  return guard_entry("StateDict_PutTensor", [&]() -> rh_Error* {
     const std::string name(key == nullptr ? "" : key, key_size);
     // Checked and copied before the entry is touched: a refused tensor
     // leaves an existing entry of that name as it was.
     rh_StateDict::Entry entry = copy_tensor_entry(*tensor, name);
     dict->entries[name] = std::move(entry);
     return nullptr;
-  } catch (const HostError& e) {
-    return new_error(e.code(), e.what());
-  } catch (const std::exception& e) {
-    return new_error(RH_ERROR_INTERNAL, e.what());
-  }
+  });
 }
 rh_Error* StateDict_AllocTensor(rh_StateDict* dict, const char* key, size_t key_size,
                                 DLDataType dtype, const int64_t* shape, int32_t ndim, void** data) {
   if (dict == nullptr || data == nullptr || (key == nullptr && key_size > 0))
     return new_error(RH_ERROR_INVALID_ARGUMENT, "StateDict_AllocTensor: NULL argument");
-  try {
+  return guard_entry("StateDict_AllocTensor", [&]() -> rh_Error* {
     const std::string name(key == nullptr ? "" : key, key_size);
     const size_t size =
         checked_tensor_bytes(dtype, shape, ndim, "StateDict_AllocTensor: tensor '" + name + "'");
     *data = alloc_tensor_entry(*dict, name, dtype, std::vector<int64_t>(shape, shape + ndim), size);
     return nullptr;
-  } catch (const HostError& e) {
-    return new_error(e.code(), e.what());
-  } catch (const std::exception& e) {
-    return new_error(RH_ERROR_INTERNAL, e.what());
-  }
+  });
 }
 rh_Error* StateDict_SetChecksum(rh_StateDict* dict, const char* key, size_t key_size,
                                 uint32_t crc32) {
