@@ -6,9 +6,10 @@
 # $BUILD/artifacts/<target>/ — fix the bug, then keep the input in
 # tests/fuzz/regressions/<target>/ (the ordinary test suite replays it).
 # Usage: tools/fuzz.sh [seconds per target (60)] [target ...]
-# Env: RH_FUZZ_BUILD_DIR (build-fuzz); RH_FUZZ_SEED (1: the same inputs in the
-# same order on every run from an empty build corpus, so a CI run repeats what
-# was checked; 0 lets libFuzzer pick one). Needs clang and libfuzzer-14-dev
+# Env: RH_FUZZ_BUILD_DIR (build-fuzz); RH_FUZZ_SEED (1: libFuzzer's random
+# choices are the same on every run; its path still follows coverage, which
+# differs between machines, so CI may find what a local run did not; 0 lets
+# libFuzzer pick a seed). Needs clang and libfuzzer-14-dev
 # (tools/install-deps.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,8 +40,8 @@ for t in "${TARGETS[@]}"; do
   regressions=""
   if [ -d "$ROOT/tests/fuzz/regressions/$t" ]; then regressions="$ROOT/tests/fuzz/regressions/$t"; fi
   echo "fuzz: $t for $LIMIT"
-  # RH_FUZZ_RUNS bounds a target by its number of inputs instead of time: with
-  # the fixed seed, every run (CI's too) tries exactly the same inputs.
+  # RH_FUZZ_RUNS bounds a target by its number of inputs instead of time, so
+  # a slow machine tries as many inputs as a fast one.
   bound=(-max_total_time="$SECONDS_PER_TARGET")
   if [ -n "${RH_FUZZ_RUNS:-}" ]; then bound=(-runs="$RH_FUZZ_RUNS"); fi
   if ! "$BUILD/fuzz_$t" -seed="${RH_FUZZ_SEED:-1}" "${bound[@]}" \

@@ -80,6 +80,11 @@ std::string scalar_text(const Node& node) {
   return is_safe_plain(node.scalar()) ? node.scalar() : double_quoted(node.scalar());
 }
 
+// YAML allows an implicit key ("key: value") of at most 1024 characters, and
+// yaml-cpp counts bytes from the key's start to its ':'. A longer key is
+// written as an explicit one ("? key" then ": value"), which has no limit.
+constexpr size_t kLongestImplicitKey = 1000;
+
 bool is_block(const Node& node) {
   return (node.is_map() && !node.map_items().empty()) ||
          (node.is_sequence() && !node.seq_items().empty());
@@ -96,7 +101,14 @@ void write_block(const Node& node, size_t indent, bool inline_first, std::string
   if (node.is_map()) {
     for (const auto& [key, value] : node.map_items()) {
       start_line();
-      out += string_text(key) + ":";
+      const std::string key_text = string_text(key);
+      if (key_text.size() > kLongestImplicitKey) {
+        out += "? " + key_text + "\n";
+        out.append(indent, ' ');
+        out += ":";
+      } else {
+        out += key_text + ":";
+      }
       if (is_block(*value)) {
         out += "\n";
         write_block(*value, indent + 2, false, out);

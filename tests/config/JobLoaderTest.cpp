@@ -429,5 +429,19 @@ TEST(JobLoaderTest, ToYamlQuotesStringsThatWouldReadBackAsSomethingElse) {
   EXPECT_NE(text.find("  - 3e-4\n"), std::string::npos) << text;
 }
 
+// Found by fuzz_job_config: an implicit key may be at most 1024 characters
+// long, so a longer one printed as "key: value" did not read back.
+TEST(JobLoaderTest, ToYamlWritesKeysLongerThanAnImplicitKeyMayBeAsExplicitKeys) {
+  const std::string long_key(1100, 'k');
+  const NodePtr root = parse_yaml(
+      "? " + long_key + "\n: 1\n" + "list:\n  - ? " + long_key + "\n    : {a: 2}\n" + "short: 3\n",
+      "t.yaml");
+  const std::string text = to_yaml(*root);
+  const NodePtr again = parse_yaml(text, "printed.yaml");
+  EXPECT_TRUE(same_tree(*root, *again)) << text;
+  EXPECT_EQ(text, "? " + long_key + "\n: 1\n" + "list:\n  - ? " + long_key +
+                      "\n    :\n      a: 2\n" + "short: 3\n");
+}
+
 }  // namespace
 }  // namespace rh::config
