@@ -30,10 +30,6 @@ namespace fs = std::filesystem;
 namespace rh::lifecycle {
 namespace {
 
-void check(const host::StrategyInstance& s, const char* step, rh_Error* err) {
-  host::throw_if_error(err, s.what() + " " + step);
-}
-
 // Sharded checkpoints: the optimizer tensor's own value beside its state.
 constexpr const char* kShardValueSuffix = ".param";
 
@@ -122,9 +118,9 @@ void RunCheckpoints::each_unit(model::Model& model, rh_UnitParamsOp first, rh_Un
     const bool tied = g + 1 == groups.size();
     if (tied && groups[g].empty()) break;
     const int32_t unit = tied ? -1 : static_cast<int32_t>(g);
-    check(strategy_, "UnitParams", vt.UnitParams(strategy_.handle(), unit, first));
+    strategy_.check("UnitParams", vt.UnitParams(strategy_.handle(), unit, first));
     fn(groups[g]);
-    check(strategy_, "UnitParams", vt.UnitParams(strategy_.handle(), unit, then));
+    strategy_.check("UnitParams", vt.UnitParams(strategy_.handle(), unit, then));
   }
 }
 
@@ -258,7 +254,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   const auto& vt = strategy_.vtable();
   if (vt.StateExport) {
     rh_StateDict own;
-    check(strategy_, "StateExport", vt.StateExport(strategy_.handle(), &own));
+    strategy_.check("StateExport", vt.StateExport(strategy_.handle(), &own));
     for (auto& [key, e] : own.entries) state_dict.entries["strategy." + key] = std::move(e);
   }
   hooks_.before_save(state_dict, dir.string());
@@ -962,7 +958,7 @@ void RunCheckpoints::finish_resume(const fs::path& dir) {
       spdlog::info("resume: {} was written by strategy '{}'; {} starts its own state afresh",
                    dir.string(), resumed_strategy_, strategy_.what());
     }
-    check(strategy_, "StateImport", vt.StateImport(strategy_.handle(), &own));
+    strategy_.check("StateImport", vt.StateImport(strategy_.handle(), &own));
   }
   resumed_state_ = rh_StateDict{};
 }

@@ -95,11 +95,6 @@ bool is_norm_param(const std::string& name) {
   return false;
 }
 
-// Checks a strategy's call and names it in the error.
-void check(const host::StrategyInstance& s, const char* step, rh_Error* err) {
-  host::throw_if_error(err, s.what() + " " + step);
-}
-
 }  // namespace
 
 struct Runner::State {
@@ -420,7 +415,7 @@ struct Runner::State {
                          world->local_rank(),           seed,
                          DLDevice{kDLCPU, 0},           world->rank_device(),
                          world->local_world_size(),     world->node_rank()};
-    check(*c.strategy, "SetupEnv", c.strategy->vtable().SetupEnv(c.strategy->handle(), &args));
+    c.strategy->check("SetupEnv", c.strategy->vtable().SetupEnv(c.strategy->handle(), &args));
     services.set_device(args.device);
     device = args.device.device_type == kDLCUDA
                  ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(args.device.device_id))
@@ -443,7 +438,7 @@ struct Runner::State {
     const auto& vt = c.strategy->vtable();
     if (vt.Wrap == nullptr) return;
     rh_WrapArgs args{RH_WRAP_ARGS_STRUCT_SIZE, model_access->handle(), model_access->api()};
-    check(*c.strategy, "Wrap", vt.Wrap(c.strategy->handle(), &args));
+    c.strategy->check("Wrap", vt.Wrap(c.strategy->handle(), &args));
   }
 
   std::unique_ptr<data::DataLoader> make_loader(const std::string& split, bool train) {
@@ -524,8 +519,8 @@ struct Runner::State {
       });
     };
     rh_OptimParamSink sink{RH_OPTIM_PARAM_SINK_STRUCT_SIZE, &collected, add};
-    check(*c.strategy, "OptimizerParams",
-          c.strategy->vtable().OptimizerParams(c.strategy->handle(), &sink));
+    c.strategy->check("OptimizerParams",
+                      c.strategy->vtable().OptimizerParams(c.strategy->handle(), &sink));
     // Clipping by the norm needs every rank's share of it (ReduceGradNorm):
     // without it, refused rather than clipped by this rank's share.
     const config::Node* clip = find_key(job, "optim_wrapper.clip_grad");
@@ -560,7 +555,7 @@ struct Runner::State {
 
   void teardown() {
     const auto& vt = c.strategy->vtable();
-    if (vt.Teardown) check(*c.strategy, "Teardown", vt.Teardown(c.strategy->handle()));
+    if (vt.Teardown) c.strategy->check("Teardown", vt.Teardown(c.strategy->handle()));
   }
 
   // The run state hooks see (rh_RunState documents what each field means at

@@ -16,14 +16,6 @@
 #include "plugins/HostError.hpp"
 
 namespace rh::lifecycle {
-namespace {
-
-void check(const host::StrategyInstance& s, const char* step, rh_Error* err) {
-  host::throw_if_error(err, s.what() + " " + step);
-}
-
-}  // namespace
-
 at::Tensor model_input(const at::Tensor& input, c10::Device device,
                        std::optional<at::ScalarType> dtype) {
   at::Tensor x = input.to(device);
@@ -87,10 +79,10 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
   {
     RECORD_USER_SCOPE("rh::backward");
     if (vt.BeforeBackward)
-      check(strategy_, "BeforeBackward", vt.BeforeBackward(strategy_.handle(), step ? 1 : 0));
+      strategy_.check("BeforeBackward", vt.BeforeBackward(strategy_.handle(), step ? 1 : 0));
     // fp16: the strategy's loss scale (it divides it out of its gradients).
     if (RH_STRUCT_HAS(&vt, rh_StrategyVtable, LossScale) && vt.LossScale)
-      check(strategy_, "LossScale", vt.LossScale(strategy_.handle(), &result.loss_scale));
+      strategy_.check("LossScale", vt.LossScale(strategy_.handle(), &result.loss_scale));
     at::Tensor objective = window.length == 1 ? loss : loss / static_cast<double>(window.length);
     if (result.loss_scale != 1) objective = objective * result.loss_scale;
     access_.begin_backward();
@@ -99,11 +91,11 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
   }
   if (vt.SyncGradients) {
     RECORD_USER_SCOPE("rh::sync");
-    check(strategy_, "SyncGradients", vt.SyncGradients(strategy_.handle(), step ? 1 : 0));
+    strategy_.check("SyncGradients", vt.SyncGradients(strategy_.handle(), step ? 1 : 0));
   }
   if (step && RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) && vt.ShouldStep) {
     int32_t go = 1;
-    check(strategy_, "ShouldStep", vt.ShouldStep(strategy_.handle(), &go));
+    strategy_.check("ShouldStep", vt.ShouldStep(strategy_.handle(), &go));
     result.skipped = go == 0;
   }
   if (step && !result.skipped) {
@@ -115,15 +107,15 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
       std::function<double(double, double)> reduce_norm;
       if (RH_STRUCT_HAS(&vt, rh_StrategyVtable, ReduceGradNorm) && vt.ReduceGradNorm)
         reduce_norm = [this, &vt](double norm_type, double local) {
-          check(strategy_, "ReduceGradNorm",
-                vt.ReduceGradNorm(strategy_.handle(), norm_type, &local));
+          strategy_.check("ReduceGradNorm",
+                          vt.ReduceGradNorm(strategy_.handle(), norm_type, &local));
           return local;
         };
       result.grad_norm = optim_.step(reduce_norm);
     }
     if (vt.AfterOptimizerStep) {
       RECORD_USER_SCOPE("rh::after_optimizer_step");
-      check(strategy_, "AfterOptimizerStep", vt.AfterOptimizerStep(strategy_.handle()));
+      strategy_.check("AfterOptimizerStep", vt.AfterOptimizerStep(strategy_.handle()));
     }
   }
   if (step) {

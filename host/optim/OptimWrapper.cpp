@@ -159,31 +159,31 @@ Options adam_options(const Node& cfg, double default_weight_decay) {
 
 // --- checkpoint state -------------------------------------------------------
 
-enum class Kind { SGD, Adam, AdamW };
+enum class OptimizerKind { SGD, Adam, AdamW };
 
-Kind kind_of(const torch::optim::Optimizer& optimizer) {
-  if (dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr) return Kind::SGD;
-  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr) return Kind::AdamW;
-  return Kind::Adam;
+OptimizerKind kind_of(const torch::optim::Optimizer& optimizer) {
+  if (dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr) return OptimizerKind::SGD;
+  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr) return OptimizerKind::AdamW;
+  return OptimizerKind::Adam;
 }
 
-const char* kind_name(Kind kind) {
+const char* kind_name(OptimizerKind kind) {
   switch (kind) {
-    case Kind::SGD:
+    case OptimizerKind::SGD:
       return "SGD";
-    case Kind::Adam:
+    case OptimizerKind::Adam:
       return "Adam";
-    case Kind::AdamW:
+    case OptimizerKind::AdamW:
       return "AdamW";
   }
   return "?";
 }
 
-bool amsgrad_of(const torch::optim::Optimizer& optimizer, Kind kind) {
-  if (kind == Kind::Adam) {
+bool amsgrad_of(const torch::optim::Optimizer& optimizer, OptimizerKind kind) {
+  if (kind == OptimizerKind::Adam) {
     return static_cast<const torch::optim::AdamOptions&>(optimizer.defaults()).amsgrad();
   }
-  if (kind == Kind::AdamW) {
+  if (kind == OptimizerKind::AdamW) {
     return static_cast<const torch::optim::AdamWOptions&>(optimizer.defaults()).amsgrad();
   }
   return false;
@@ -384,17 +384,17 @@ void OptimWrapper::bind_grads(const std::vector<at::Tensor>& grads) {
 
 std::vector<model::NamedTensor> OptimWrapper::state_tensors(bool copy) const {
   std::vector<model::NamedTensor> out;
-  const Kind kind = kind_of(*optimizer_);
+  const OptimizerKind kind = kind_of(*optimizer_);
   const bool amsgrad = amsgrad_of(*optimizer_, kind);
   for (const OptimParam& p : params_) {
     switch (kind) {
-      case Kind::Adam:
+      case OptimizerKind::Adam:
         export_adam<torch::optim::AdamParamState>(*optimizer_, p, amsgrad, copy, out);
         break;
-      case Kind::AdamW:
+      case OptimizerKind::AdamW:
         export_adam<torch::optim::AdamWParamState>(*optimizer_, p, amsgrad, copy, out);
         break;
-      case Kind::SGD: {
+      case OptimizerKind::SGD: {
         const auto& state = optimizer_->state();
         const auto found = state.find(compat::optimizer_state_key(state, p.param));
         if (found == state.end()) break;
@@ -410,7 +410,7 @@ std::vector<model::NamedTensor> OptimWrapper::state_tensors(bool copy) const {
 }
 
 void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& tensors, bool adopt) {
-  const Kind kind = kind_of(*optimizer_);
+  const OptimizerKind kind = kind_of(*optimizer_);
   const bool amsgrad = amsgrad_of(*optimizer_, kind);
   const std::string what =
       std::string("optimizer state (") + kind_name(kind) + (amsgrad ? ", amsgrad" : "") + ")";
@@ -430,7 +430,7 @@ void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& ten
   };
   std::map<std::string, Expected> expected;
   for (const OptimParam& p : params_) {
-    if (kind == Kind::SGD) {
+    if (kind == OptimizerKind::SGD) {
       if (has_momentum(*optimizer_)) expected[p.name + ".momentum_buffer"] = {&p, false, false};
     } else {
       for (const std::string& field : adam_fields(amsgrad)) {
@@ -481,13 +481,13 @@ void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& ten
     const auto key = compat::optimizer_state_key(state, p.param);
     state.erase(key);
     switch (kind) {
-      case Kind::Adam:
+      case OptimizerKind::Adam:
         state[key] = import_adam<torch::optim::AdamParamState>(p, amsgrad, given, adopt);
         break;
-      case Kind::AdamW:
+      case OptimizerKind::AdamW:
         state[key] = import_adam<torch::optim::AdamWParamState>(p, amsgrad, given, adopt);
         break;
-      case Kind::SGD: {
+      case OptimizerKind::SGD: {
         const auto found = given.find(p.name + ".momentum_buffer");
         if (found == given.end()) break;
         auto s = std::make_unique<torch::optim::SGDParamState>();

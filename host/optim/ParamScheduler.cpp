@@ -15,12 +15,12 @@ namespace {
 
 using config::Node;
 
-enum class Kind { Linear, Constant, Step, MultiStep, Exponential, Cosine, Poly };
+enum class SchedulerKind { Linear, Constant, Step, MultiStep, Exponential, Cosine, Poly };
 
 constexpr double kPi = 3.14159265358979323846;
 
 struct Scheduler {
-  Kind kind = Kind::Constant;
+  SchedulerKind kind = SchedulerKind::Constant;
   bool by_epoch = true;
   int64_t begin = 0;
   std::optional<int64_t> end;  // nullopt: never ends
@@ -42,33 +42,33 @@ struct Scheduler {
   // multiple of `base` (eta_min is absolute, so the factor depends on base).
   double factor_at(int64_t t, double base) const {
     switch (kind) {
-      case Kind::Linear: {
+      case SchedulerKind::Linear: {
         const int64_t total = last_step();
         if (total == 0) return start_factor;  // one step: MMEngine never leaves start_factor
         return start_factor + (end_factor - start_factor) *
                                   static_cast<double>(std::min(t, total)) /
                                   static_cast<double>(total);
       }
-      case Kind::Constant: {
+      case SchedulerKind::Constant: {
         const bool restored = end && last_step() > 0 && t >= last_step();
         return restored ? 1.0 : factor;
       }
-      case Kind::Step:
+      case SchedulerKind::Step:
         return std::pow(gamma, static_cast<double>(t / step_size));
-      case Kind::MultiStep: {
+      case SchedulerKind::MultiStep: {
         const auto passed =
             std::count_if(milestones.begin(), milestones.end(), [t](int64_t m) { return m <= t; });
         return std::pow(gamma, static_cast<double>(passed));
       }
-      case Kind::Exponential:
+      case SchedulerKind::Exponential:
         return std::pow(gamma, static_cast<double>(t));
-      case Kind::Cosine: {
+      case SchedulerKind::Cosine: {
         if (base == 0) return 1.0;
         const double eta = eta_min_ratio ? base * *eta_min_ratio : eta_min;
         const double cosine = (1 + std::cos(kPi * static_cast<double>(t) / t_max)) / 2;
         return (eta + (base - eta) * cosine) / base;
       }
-      case Kind::Poly: {
+      case SchedulerKind::Poly: {
         const int64_t total = last_step();
         if (base == 0 || total == 0) return 1.0;
         const double left = 1 - static_cast<double>(std::min(t, total)) / total;
@@ -92,14 +92,14 @@ double number_or(const Node& map, const std::string& key, double fallback) {
 }
 
 Scheduler read_scheduler(const Node& cfg, int64_t iters_per_epoch, const TrainLength& length) {
-  static const std::vector<std::pair<std::string, Kind>> kKinds = {
-      {"LinearLR", Kind::Linear},
-      {"ConstantLR", Kind::Constant},
-      {"StepLR", Kind::Step},
-      {"MultiStepLR", Kind::MultiStep},
-      {"ExponentialLR", Kind::Exponential},
-      {"CosineAnnealingLR", Kind::Cosine},
-      {"PolyLR", Kind::Poly}};
+  static const std::vector<std::pair<std::string, SchedulerKind>> kKinds = {
+      {"LinearLR", SchedulerKind::Linear},
+      {"ConstantLR", SchedulerKind::Constant},
+      {"StepLR", SchedulerKind::Step},
+      {"MultiStepLR", SchedulerKind::MultiStep},
+      {"ExponentialLR", SchedulerKind::Exponential},
+      {"CosineAnnealingLR", SchedulerKind::Cosine},
+      {"PolyLR", SchedulerKind::Poly}};
   Scheduler s;
   const std::string type = cfg.find("type")->scalar();
   for (const auto& [name, kind] : kKinds) {
@@ -133,13 +133,13 @@ Scheduler read_scheduler(const Node& cfg, int64_t iters_per_epoch, const TrainLe
   s.power = number_or(cfg, "power", s.power);
   const Node* t_max = cfg.find("T_max");
 
-  const bool needs_end = s.kind == Kind::Linear || s.kind == Kind::Poly ||
-                         (s.kind == Kind::Cosine && t_max == nullptr);
+  const bool needs_end = s.kind == SchedulerKind::Linear || s.kind == SchedulerKind::Poly ||
+                         (s.kind == SchedulerKind::Cosine && t_max == nullptr);
   if (needs_end && !s.end) {
     throw config::ConfigError(
         cfg.location(), cfg.path(),
         type +
-            (s.kind == Kind::Cosine ? " needs T_max or end (T_max defaults to end - begin)"
+            (s.kind == SchedulerKind::Cosine ? " needs T_max or end (T_max defaults to end - begin)"
                                     : " needs end (its schedule runs from begin to end - 1)") +
             "; write it, in " + (s.by_epoch ? "epochs" : "iterations"));
   }
@@ -161,7 +161,7 @@ Scheduler read_scheduler(const Node& cfg, int64_t iters_per_epoch, const TrainLe
   } else {
     s.t_max = t_max != nullptr ? t_max->as_int() : 0;
   }
-  if (s.kind == Kind::Cosine && t_max == nullptr) s.t_max = *s.end - s.begin;
+  if (s.kind == SchedulerKind::Cosine && t_max == nullptr) s.t_max = *s.end - s.begin;
   return s;
 }
 

@@ -97,6 +97,10 @@ const rh_StrategyVtable& StrategyInstance::vtable() const {
   return std::get<rh_StrategyVtable>(info_.component->vtable);
 }
 
+void StrategyInstance::check(const char* step, rh_Error* err) const {
+  throw_if_error(err, info_.what + " " + step);
+}
+
 rh_StrategyTraits StrategyInstance::traits() const {
   rh_StrategyTraits t{
       RH_STRATEGY_TRAITS_STRUCT_SIZE, RH_LOAD_BEFORE_WRAP, 0, 0, DLDataType{0, 0, 0}, 0, 0};

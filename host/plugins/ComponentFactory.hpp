@@ -69,6 +69,9 @@ class StrategyInstance {
   rh_StrategyInstance* handle() const { return handle_; }
   // Traits with the defaults of rh_strategy.h filled in first.
   rh_StrategyTraits traits() const;
+  // Throws the HostError of what a call `step` returned (takes `err`), naming
+  // this strategy and the step; nothing when `err` is null.
+  void check(const char* step, rh_Error* err) const;
 
  private:
   InstanceInfo info_;
