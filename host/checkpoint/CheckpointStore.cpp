@@ -41,15 +41,25 @@ void fsync_path(const fs::path& p, bool directory) {
   if (rc != 0) io_error("cannot fsync " + p.string(), err);
 }
 
-void write_file_durably(const fs::path& p, const std::string& content) {
-  {
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    if (!out) io_error("cannot create " + p.string(), errno);
-    out << content;
-    out.flush();
-    if (!out) io_error("cannot write " + p.string(), errno);
+// Writes `content` to `p` and hands it to the disk (sync_file_range WRITE),
+// not yet durable: fsync_path makes it so. Two files written this way before
+// the first fsync share one journal commit.
+void write_file(const fs::path& p, const std::string& content) {
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_error("cannot create " + p.string(), errno);
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      io_error("cannot write " + p.string(), err);
+    }
+    done += static_cast<size_t>(n);
   }
-  fsync_path(p, false);
+  ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  if (::close(fd) != 0) io_error("cannot write " + p.string(), errno);
 }
 
 // Plain-name rule shared by checkpoint names and file stems: it cannot leave
@@ -299,9 +309,20 @@ fs::path CheckpointStore::publish(const std::string& name, const fs::path& tmp,
   // a later failure removing it (in the catch below) loses nothing.
   try {
     publish_step("files_written");
-    write_file_durably(tmp / "meta.json", meta_json);
+    // `latest` is written before the exchange so that one fsync of work_dir
+    // below makes both renames durable (the files, meta.json and latest.tmp
+    // already are). A crash before that fsync keeps either rename or both;
+    // file systems that journal metadata in order (ext4, xfs) never keep
+    // `latest` without the exchange before it, and on one that did,
+    // `latest` would name a checkpoint that does not verify, which resume
+    // skips for the newest one that does.
+    write_file(tmp / "meta.json", meta_json);
+    write_file(work_dir_ / "latest.tmp", name + "\n");
+    fsync_path(tmp / "meta.json", false);
     fsync_path(tmp, true);
     publish_step("meta_written");
+    fsync_path(work_dir_ / "latest.tmp", false);
+    publish_step("latest_tmp_written");
     // Publish. The old checkpoint of that name is swapped out in the same
     // step the new one comes in, so the name never points at nothing and
     // the new one is never mixed with the old one's files.
@@ -339,11 +360,8 @@ fs::path CheckpointStore::publish(const std::string& name, const fs::path& tmp,
       fs::rename(tmp, final_dir, ec);
       if (ec) io_error("cannot publish checkpoint " + final_dir.string(), ec.value());
     }
-    fsync_path(work_dir_, true);
     publish_step("exchanged");
     // Point `latest` at it, atomically.
-    write_file_durably(work_dir_ / "latest.tmp", name + "\n");
-    publish_step("latest_tmp_written");
     fs::rename(work_dir_ / "latest.tmp", work_dir_ / "latest", ec);
     if (ec) io_error("cannot update " + (work_dir_ / "latest").string(), ec.value());
     fsync_path(work_dir_, true);

@@ -22,8 +22,8 @@
 //   skipped with the reason logged.
 //
 //   Tests only: RH_FAULT_INJECT=ckpt_publish:<step> kills the process with
-//   SIGKILL at that step of save (files_written, meta_written, exchanged,
-//   latest_tmp_written, latest_updated, old_removed; moved_aside in the
+//   SIGKILL at that step of save (files_written, meta_written,
+//   latest_tmp_written, exchanged, latest_updated, old_removed; moved_aside in the
 //   two-rename fallback);
 //   RH_FAULT_INJECT=ckpt_no_exchange makes RENAME_EXCHANGE look unsupported.
 #pragma once

@@ -123,9 +123,9 @@ TEST_F(CheckpointStoreTest, AKillAtAnyStepOfTheReplacementLeavesACompleteCheckpo
     float expected;       // the value of "last" afterwards: old 1, new 2
     const char* resumes;  // what resume takes: `latest` until it moved on
   };
-  const Step steps[] = {{"files_written", 1, "epoch_1"}, {"meta_written", 1, "epoch_1"},
-                        {"exchanged", 2, "epoch_1"},     {"latest_tmp_written", 2, "epoch_1"},
-                        {"latest_updated", 2, "last"},   {"old_removed", 2, "last"}};
+  const Step steps[] = {{"files_written", 1, "epoch_1"},      {"meta_written", 1, "epoch_1"},
+                        {"latest_tmp_written", 1, "epoch_1"}, {"exchanged", 2, "epoch_1"},
+                        {"latest_updated", 2, "last"},        {"old_removed", 2, "last"}};
   for (const Step& step : steps) {
     SCOPED_TRACE(step.name);
     fs::remove_all(work());
@@ -168,7 +168,7 @@ TEST_F(CheckpointStoreTest, AKillAtAnyStepOfTheReplacementLeavesACompleteCheckpo
 }
 
 TEST_F(CheckpointStoreTest, AKillAtAnyStepOfAFirstSaveLeavesTheEarlierCheckpoints) {
-  for (const char* step : {"files_written", "meta_written", "exchanged", "latest_tmp_written",
+  for (const char* step : {"files_written", "meta_written", "latest_tmp_written", "exchanged",
                            "latest_updated", "old_removed"}) {
     SCOPED_TRACE(step);
     fs::remove_all(work());

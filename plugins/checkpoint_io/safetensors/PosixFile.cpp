@@ -130,6 +130,11 @@ void PosixFile::write_at(uint64_t offset, const void* data, size_t size) {
   }
 }
 
+void PosixFile::start_writeback() {
+  ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+  kicked_ = written_;
+}
+
 void PosixFile::sync() {
   if (::fsync(fd_) != 0) io_error(path_, "fsync failed", errno);
 }

@@ -44,6 +44,11 @@ class PosixFile {
   void write_all(const void* data, size_t size);
   // Writes exactly `size` bytes at `offset` (pwrite; the file position stays).
   void write_at(uint64_t offset, const void* data, size_t size);
+  // Hands every dirty page of the file to the disk now (sync_file_range
+  // WRITE, best effort; durable only after sync()): the files of one Flush
+  // get their blocks allocated and their data on the way before the first
+  // fsync, so that one journal commit serves them all instead of one each.
+  void start_writeback();
   void sync();
   void close();
 

@@ -584,6 +584,7 @@ class SafetensorsCheckpointIo {
               "safetensors: " + paths.file + ": the header changed size with its checksums");
         file.write_at(8, final_header.data(), final_header.size());
       }
+      file.start_writeback();
       rh::ckpt::rename_file(paths.tmp, paths.file);
       pending_.push_back({std::move(file), paths.dir});
     } catch (...) {
