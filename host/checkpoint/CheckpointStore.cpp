@@ -17,6 +17,7 @@
 #include <iterator>
 #include <regex>
 
+#include "checkpoint/BackgroundRemover.hpp"
 #include "common/FaultInjection.hpp"
 #include "plugins/ComponentFactory.hpp"
 #include "plugins/HostError.hpp"
@@ -92,6 +93,12 @@ int exchange_paths(const fs::path& a, const fs::path& b) {
 // Removes `<name>.tmp-<pid>-...` left by a process that no longer runs (a
 // killed save: a half-written new one, or the old one after the exchange).
 // A live process's temporaries (another job in the same work_dir) are left.
+// A fresh temporary name for checkpoint `name`: <name>.tmp-<pid>-<n>.
+fs::path temporary_path(const fs::path& work_dir, const std::string& name) {
+  static std::atomic<int> counter{0};
+  return work_dir / (name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+}
+
 void remove_leftovers(const fs::path& work_dir, const std::string& name) {
   const std::string prefix = name + ".tmp-";
   std::error_code ec;
@@ -201,7 +208,11 @@ std::string meta_digest(const fs::path& dir) {
 }
 
 CheckpointStore::CheckpointStore(fs::path work_dir, host::CheckpointIoInstance& io)
-    : work_dir_(std::move(work_dir)), io_(io) {}
+    : work_dir_(std::move(work_dir)), io_(io), remover_(std::make_unique<BackgroundRemover>()) {}
+
+CheckpointStore::~CheckpointStore() = default;  // ~BackgroundRemover waits
+
+void CheckpointStore::wait_for_removals() { remover_->wait(); }
 
 std::string CheckpointStore::name_problem(const std::string& name) {
   if (!plain_name(name))
@@ -260,9 +271,10 @@ fs::path CheckpointStore::begin(const std::string& name) {
   const std::string problem = name_problem(name);
   if (!problem.empty())
     throw host::HostError(RH_ERROR_INVALID_ARGUMENT, "invalid checkpoint name: " + problem);
-  static std::atomic<int> counter{0};
-  const fs::path tmp =
-      work_dir_ / (name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  // The space the removals free is there for this save, and none of them
+  // runs beside remove_leftovers.
+  remover_->wait();
+  const fs::path tmp = temporary_path(work_dir_, name);
   std::error_code ec;
   fs::create_directories(work_dir_, ec);
   if (ec) io_error("cannot create work_dir " + work_dir_.string(), ec.value());
@@ -387,9 +399,14 @@ void CheckpointStore::remove(const std::string& name) {
   if (name == latest())
     throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
                           "refusing to remove checkpoint '" + name + "': `latest` points to it");
+  const fs::path dir = work_dir_ / name;
   std::error_code ec;
-  fs::remove_all(work_dir_ / name, ec);
-  if (ec) io_error("cannot remove checkpoint " + (work_dir_ / name).string(), ec.value());
+  if (!fs::exists(fs::symlink_status(dir, ec))) return;  // already gone
+  // Out of the checkpoints' names at once; the files go in the background.
+  const fs::path doomed = temporary_path(work_dir_, name);
+  fs::rename(dir, doomed, ec);
+  if (ec) io_error("cannot remove checkpoint " + dir.string(), ec.value());
+  remover_->remove(doomed, "checkpoint '" + name + "', removed");
 }
 
 bool CheckpointStore::load_slices(const fs::path& dir, const std::string& stem,

@@ -10,6 +10,10 @@
 //                            instant (a crash leaves the old or the new one)
 //          fsync work_dir, <work_dir>/latest.tmp -> latest (atomic replace of
 //          the pointer), then the old one (now at the tmp path) is removed.
+//   remove: <name> is renamed to a fresh <name>.tmp-<pid>-<n> (from then on
+//          not a checkpoint), and a thread of its own deletes its files
+//          (BackgroundRemover: freeing a large file's blocks waits for the
+//          file system); the next save waits until it is done.
 //   A failure at any point removes the temporary directory and leaves every
 //   published checkpoint and `latest` as they were. Leftover `<name>.tmp-*`
 //   of a killed process are never resumed from and are removed by the next
@@ -25,12 +29,15 @@
 //   SIGKILL at that step of save (files_written, meta_written,
 //   latest_tmp_written, exchanged, latest_updated, old_removed; moved_aside in the
 //   two-rename fallback);
-//   RH_FAULT_INJECT=ckpt_no_exchange makes RENAME_EXCHANGE look unsupported.
+//   RH_FAULT_INJECT=ckpt_no_exchange makes RENAME_EXCHANGE look unsupported;
+//   ckpt_remove:slow delays each background removal by 300 ms and
+//   ckpt_remove:fail makes it fail (EACCES).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,9 +58,15 @@ struct CheckpointFile {
   rh_StateDict* dict;  // borrowed for the call; the plugin may set its checksums
 };
 
+class BackgroundRemover;
+
 class CheckpointStore {
  public:
   CheckpointStore(std::filesystem::path work_dir, host::CheckpointIoInstance& io);
+  // Waits for the removals in flight (remove()).
+  ~CheckpointStore();
+  CheckpointStore(const CheckpointStore&) = delete;
+  CheckpointStore& operator=(const CheckpointStore&) = delete;
 
   const std::filesystem::path& work_dir() const { return work_dir_; }
   // The plugin only queues writes (SavesInBackground): saves go through
@@ -94,8 +107,13 @@ class CheckpointStore {
   std::filesystem::path publish(const std::string& name, const std::filesystem::path& tmp,
                                 const std::string& meta_json);
   void abandon(const std::filesystem::path& tmp);
-  // Deletes a published checkpoint; refuses the one `latest` names.
+  // Deletes a published checkpoint; refuses the one `latest` names. When it
+  // returns, <name> is gone (renamed to a temporary); its files are deleted
+  // on the remover's thread, a failure there is a warning.
   void remove(const std::string& name);
+  // Until the files of every removed checkpoint are deleted (begin() waits
+  // so too; the destructor does).
+  void wait_for_removals();
 
   // Reads <dir>/<stem>.* through the plugin into `out`; RH_ERROR_DATA_LOSS
   // errors name the file.
@@ -135,6 +153,7 @@ class CheckpointStore {
 
   std::filesystem::path work_dir_;
   host::CheckpointIoInstance& io_;
+  std::unique_ptr<BackgroundRemover> remover_;
 };
 
 // Reads meta.json of a checkpoint directory; throws HostError (DATA_LOSS)

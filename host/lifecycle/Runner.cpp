@@ -166,8 +166,10 @@ struct Runner::State {
     train_loader = make_loader("train", true);
     if (job.find("data") && job.find("data")->find("val")) val_loader = make_loader("val", false);
     // 4-6. Weights (load_from / resume), before or after the strategy wraps.
+    // What the resume costs: choosing and verifying the checkpoint (every
+    // checksum), then weights, optimizer state and loop state.
+    const auto load_t0 = Clock::now();
     std::optional<fs::path> resume_dir = checkpoints->find_resume();
-    const auto load_t0 = Clock::now();  // what the resume costs, weights to optimizer state
     const rh_StrategyTraits traits = c.strategy->traits();
     if (traits.load_phase == RH_LOAD_BEFORE_WRAP)
       checkpoints->load_weights(*model, resume_dir, true);

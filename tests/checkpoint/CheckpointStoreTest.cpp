@@ -15,6 +15,7 @@
 #include <list>
 
 #include "checkpoint/CheckpointStore.hpp"
+#include "common/LogCapture.hpp"
 #include "plugins_io/PluginTestHost.hpp"
 
 namespace rh::test {
@@ -261,6 +262,51 @@ TEST_F(CheckpointStoreTest, LeftoversOfAKilledSaveAreNeverResumedAndTheNextSaveR
   save("epoch_2", 2, 20);
   EXPECT_EQ(names_in(work()),
             (std::vector<std::string>{"epoch_1", "epoch_1.old-123", "epoch_2", live, "latest"}));
+}
+
+// remove(): the checkpoint is gone from its name when the call returns (a
+// temporary, never resumed from); its files are deleted on the remover's
+// thread, and the next save begins once that is done.
+TEST_F(CheckpointStoreTest, RemoveRenamesAtOnceDeletesInTheBackgroundAndTheNextSaveWaits) {
+  save("epoch_1", 1, 10);
+  save("epoch_2", 2, 20);
+  setenv("RH_FAULT_INJECT", "ckpt_remove:slow", 1);  // each deletion waits 300 ms first
+  store_->remove("epoch_1");
+  EXPECT_FALSE(fs::exists(work() / "epoch_1"));
+  const std::vector<std::string> during = names_in(work());
+  ASSERT_EQ(during.size(), 3u);
+  EXPECT_EQ(during[0].rfind("epoch_1.tmp-" + std::to_string(::getpid()) + "-", 0), 0u) << during[0];
+  std::vector<std::string> skipped;
+  auto resumable = store_->find_resumable(&skipped);
+  ASSERT_TRUE(resumable.has_value());
+  EXPECT_EQ(resumable->filename(), "epoch_2");
+  EXPECT_TRUE(skipped.empty()) << skipped.front();
+
+  save("epoch_3", 3, 30);
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_2", "epoch_3", "latest"}));
+  store_->remove("epoch_2");
+  store_.reset();  // the destructor waits for the deletion
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_3", "latest"}));
+}
+
+// A deletion that fails in the background is a warning; the checkpoint is
+// already out of the names, and the next save of that name removes the
+// leftover.
+TEST_F(CheckpointStoreTest, AFailedBackgroundDeletionWarnsAndTheNextSaveOfThatNameRemovesIt) {
+  LogCapture log;
+  save("epoch_1", 1, 10);
+  save("epoch_2", 2, 20);
+  setenv("RH_FAULT_INJECT", "ckpt_remove:fail", 1);
+  store_->remove("epoch_1");
+  store_->wait_for_removals();
+  EXPECT_THAT(log.text(), HasSubstr("cannot remove " + (work() / "epoch_1").string() + ".tmp-"));
+  EXPECT_THAT(log.text(), HasSubstr("(checkpoint 'epoch_1', removed): Permission denied; the "
+                                    "next save of that name removes it"));
+  EXPECT_EQ(names_in(work()).size(), 3u);  // the leftover, epoch_2, latest
+  EXPECT_FALSE(fs::exists(work() / "epoch_1"));
+  unsetenv("RH_FAULT_INJECT");
+  save("epoch_1", 1, 30);
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_1", "epoch_2", "latest"}));
 }
 
 TEST_F(CheckpointStoreTest, OneNameRuleForSaveRemoveAndResume) {

@@ -2,12 +2,12 @@
 // exercised with the ABI test plugins of tests/abi/plugins.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
 
 #include <sstream>
 
+#include "common/LogCapture.hpp"
 #include "common/TestUtil.hpp"
 #include "config/JobLoader.hpp"
 #include "plugins/ComponentFactory.hpp"
@@ -18,6 +18,7 @@
 
 namespace fs = std::filesystem;
 using namespace rh::host;
+using rh::test::LogCapture;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -31,26 +32,6 @@ fs::path test_plugin(const std::string& name) {
 
 // The library of the constructor-marker plugin (tests/plugins/constructor_marker.c).
 fs::path marker_plugin() { return test_plugin("rh_test_constructor_marker"); }
-
-// Captures what the host logs (spdlog's default logger) while it lives.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>(
-        "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_));
-    logger->set_pattern("[%l] %v");
-    logger->set_level(spdlog::level::trace);
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 // Points RH_TEST_CONSTRUCTOR_MARKER at `path` while it lives.
 class MarkerEnv {

@@ -231,7 +231,10 @@ typedef struct rh_HostApi {
    * plain file name ([A-Za-z0-9_.-], not "latest"). On every rank. */
   rh_Error* (*Checkpoint_Save)(rh_Context* context, const char* name, size_t name_size);
   /* Deletes the published checkpoint `name` of the work_dir (max_keep,
-   * replaced best). Refuses the one `latest` points to. */
+   * replaced best). Refuses the one `latest` points to. When it returns,
+   * `name` is no longer a checkpoint (renamed to a temporary); its files are
+   * deleted on a host thread, and a failure there is a warning in the log.
+   * A name that does not exist is not an error. */
   rh_Error* (*Checkpoint_Remove)(rh_Context* context, const char* name, size_t name_size);
 
   /* ---- A checkpoint-IO component inside another (ABI 1.6) --------------- */
