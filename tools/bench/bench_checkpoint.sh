@@ -33,9 +33,11 @@
 # spread (min-max).
 #
 # The raw write runs at the runner's pace: each file is written, then the
-# previous one is removed (as max_keep_ckpts: 1 removes the previous
-# checkpoint after a save), then it waits as long as the runner trained
-# between two saves (from the runner's log). On this VM the pace decides
+# previous one is removed on a thread of its own, as max_keep_ckpts: 1
+# removes the previous checkpoint after a save (the runner's
+# BackgroundRemover), while it waits as long as the runner trained between
+# two saves (from the runner's log); the next write waits for that removal
+# first, as the runner's next save does. On this VM the pace decides
 # the figure: pages freed and left idle for a second are handed back to the
 # hypervisor, and writing into fresh page-cache pages then costs 3x
 # (measured: the same 437 MB written back to back 0.33-0.37 s, with 1.5 s
@@ -121,25 +123,30 @@ PY
   # first, as for the saves), then torch.save / torch.load of the same
   # tensors (the second of two; the first warms the page cache).
   row+=" pace=$PACE $("$PY" - "$WORK" "$SAVES" "$PACE" <<'PY'
-import os, statistics, sys, time, torch
+import os, statistics, sys, threading, time, torch
 work, saves, pace = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 with open(os.path.join(work, "bytes.bin"), "rb") as f:
     data = memoryview(f.read())
 os.remove(os.path.join(work, "bytes.bin"))
 raw = []
+removal = None
 for k in range(saves):
     path = os.path.join(work, f"raw{k}.bin")
     t0 = time.perf_counter()
+    if removal:
+        removal.join()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     for off in range(0, len(data), 1 << 20):
         os.write(fd, data[off:off + (1 << 20)])
     os.fsync(fd)
     os.close(fd)
     raw.append(time.perf_counter() - t0)
-    t0 = time.perf_counter()
     if k > 0:
-        os.remove(os.path.join(work, f"raw{k - 1}.bin"))
-    time.sleep(max(0.0, pace - (time.perf_counter() - t0)))
+        removal = threading.Thread(target=os.remove, args=(os.path.join(work, f"raw{k - 1}.bin"),))
+        removal.start()
+    time.sleep(pace)
+if removal:
+    removal.join()
 os.remove(os.path.join(work, f"raw{saves - 1}.bin"))
 del data
 sizes = [(4096, 1024), (4096,), (4096, 4096), (4096,), (4096, 4096), (4096,), (4096, 4096),
