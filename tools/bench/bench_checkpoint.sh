@@ -50,6 +50,8 @@ ROUNDS="${2:-3}"
 PY=/usr/bin/python3
 [ "$SAVES" -ge 4 ] || { echo "bench_checkpoint.sh: needs saves >= 4" >&2; exit 2; }
 [ "$ROUNDS" -ge 1 ] || { echo "bench_checkpoint.sh: needs rounds >= 1" >&2; exit 2; }
+"$PY" -c 'import torch' 2> /dev/null ||
+  { echo "bench_checkpoint.sh: the peers need Python's torch: apt-get install python3-torch" >&2; exit 2; }
 mkdir -p "${RH_BENCH_DIR:-$ROOT/work_dirs}"
 WORK="$(mktemp -d "${RH_BENCH_DIR:-$ROOT/work_dirs}/bench_ckpt.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT

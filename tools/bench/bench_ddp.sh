@@ -26,6 +26,9 @@ strategy: {type: ddp, bucket_cap_mb: 25}
 hooks: []
 YAML
 
+/usr/bin/python3 -c 'import torch' 2> /dev/null ||
+  { echo "bench_ddp.sh: the peer needs Python's torch: apt-get install python3-torch" >&2; exit 2; }
+
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 runner() {  # $1 = bucket_cap_mb, $2 = dist.shared_memory
