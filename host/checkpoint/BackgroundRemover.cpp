@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cerrno>
 #include <chrono>
 #include <system_error>
 #include <utility>

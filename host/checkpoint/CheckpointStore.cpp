@@ -90,15 +90,16 @@ int exchange_paths(const fs::path& a, const fs::path& b) {
 #endif
 }
 
-// Removes `<name>.tmp-<pid>-...` left by a process that no longer runs (a
-// killed save: a half-written new one, or the old one after the exchange).
-// A live process's temporaries (another job in the same work_dir) are left.
 // A fresh temporary name for checkpoint `name`: <name>.tmp-<pid>-<n>.
 fs::path temporary_path(const fs::path& work_dir, const std::string& name) {
   static std::atomic<int> counter{0};
   return work_dir / (name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
 }
 
+// Removes `<name>.tmp-<pid>-...` left by a process that no longer runs (a
+// killed save: a half-written new one, the old one after the exchange, or
+// a removed one whose deletion was cut short).
+// A live process's temporaries (another job in the same work_dir) are left.
 void remove_leftovers(const fs::path& work_dir, const std::string& name) {
   const std::string prefix = name + ".tmp-";
   std::error_code ec;
@@ -400,11 +401,11 @@ void CheckpointStore::remove(const std::string& name) {
     throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
                           "refusing to remove checkpoint '" + name + "': `latest` points to it");
   const fs::path dir = work_dir_ / name;
-  std::error_code ec;
-  if (!fs::exists(fs::symlink_status(dir, ec))) return;  // already gone
   // Out of the checkpoints' names at once; the files go in the background.
   const fs::path doomed = temporary_path(work_dir_, name);
+  std::error_code ec;
   fs::rename(dir, doomed, ec);
+  if (ec == std::errc::no_such_file_or_directory) return;  // already gone
   if (ec) io_error("cannot remove checkpoint " + dir.string(), ec.value());
   remover_->remove(doomed, "checkpoint '" + name + "', removed");
 }

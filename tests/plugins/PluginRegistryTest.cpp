@@ -2,10 +2,7 @@
 // exercised with the ABI test plugins of tests/abi/plugins.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spdlog/spdlog.h>
 #include <stdlib.h>
-
-#include <sstream>
 
 #include "common/LogCapture.hpp"
 #include "common/TestUtil.hpp"
