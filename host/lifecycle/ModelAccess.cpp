@@ -82,6 +82,24 @@ struct rh_Model {
   std::vector<char> post_backward_done;
   std::vector<int> trainable_in_unit;
 
+  // (Re)installs the model's unit callback once a plugin has asked for a
+  // unit phase: without one the model's forward does no per-unit work, and
+  // its outputs get the PreBackward hook only when a PRE_BACKWARD callback
+  // exists (see model::Model::set_unit_callback).
+  void install_unit_callback() {
+    bool pre_backward = false;
+    for (const auto& phases : unit_callbacks)
+      pre_backward = pre_backward || !phases[RH_UNIT_PRE_BACKWARD].empty();
+    model->set_unit_callback(
+        [this](int unit, rh::model::UnitPhase phase) {
+          const rh_UnitPhase p = phase == rh::model::UnitPhase::PreForward ? RH_UNIT_PRE_FORWARD
+                                 : phase == rh::model::UnitPhase::PostForward
+                                     ? RH_UNIT_POST_FORWARD
+                                     : RH_UNIT_PRE_BACKWARD;
+          fire_unit(unit, p);
+        },
+        pre_backward);
+  }
   void fire_unit(int32_t unit, rh_UnitPhase phase) {
     for (const UnitCallback& cb : unit_callbacks[unit][phase])
       rh::host::throw_if_error(cb.fn(cb.user, unit, phase),
@@ -261,6 +279,9 @@ rh_Error* Model_AddUnitCallback(rh_Model* m, int32_t unit, rh_UnitPhase phase, r
                                  std::to_string(m->units.size()) + "), phase or NULL function");
     m->unit_callbacks[unit][phase].push_back({fn, user});
     if (phase == RH_UNIT_POST_BACKWARD) m->any_post_backward = true;
+    // POST_BACKWARD comes from the gradient accumulators' hooks, not from
+    // the model's forward.
+    if (phase != RH_UNIT_POST_BACKWARD) m->install_unit_callback();
     return nullptr;
   });
 }
@@ -427,13 +448,6 @@ ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) 
   m.params_pending.assign(m.units.size(), 0);
   m.post_backward_done.assign(m.units.size(), 0);
   m.trainable_in_unit.assign(m.units.size(), 0);
-  if (!m.units.empty())
-    model.set_unit_callback([&m](int unit, model::UnitPhase phase) {
-      const rh_UnitPhase p = phase == model::UnitPhase::PreForward    ? RH_UNIT_PRE_FORWARD
-                             : phase == model::UnitPhase::PostForward ? RH_UNIT_POST_FORWARD
-                                                                      : RH_UNIT_PRE_BACKWARD;
-      m.fire_unit(unit, p);
-    });
   rh_ModelApi& a = impl_->api;
   a.struct_size = RH_MODEL_API_STRUCT_SIZE;
   a.Model_NumParams = &Model_NumParams;

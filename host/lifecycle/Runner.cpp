@@ -8,7 +8,6 @@
 
 #include <ATen/DLConvertor.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -73,14 +72,6 @@ TrainConfig read_train_cfg(const config::Node& job) {
     throw config::ConfigError(cfg->location(), cfg->path(),
                               "iteration-based training needs max_iters");
   return t;
-}
-
-// Peak resident memory of the process (getrusage: one syscall, cheap enough
-// for every iteration, unlike reading /proc).
-double peak_memory_mb() {
-  struct rusage usage {};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
 // Normalisation-layer parameters (paramwise norm_decay_mult): in the
@@ -315,7 +306,7 @@ struct Runner::State {
         const double iter_s = seconds_since(t0);
         metrics.push_back({"time", iter_s});
         metrics.push_back({"data_time", data_time});
-        metrics.push_back({"memory_mb", peak_memory_mb()});
+        metrics.push_back({"memory_mb", iteration_metrics.peak_rss_mb()});
         // Language models count tokens (B x T), the others samples (B).
         const bool lm = model->task() == model::Task::LanguageModel;
         iteration_metrics.add(metrics, lm ? batch->input.numel() : batch->input.size(0), lm, iter_s,

@@ -230,7 +230,9 @@ void World::sum(at::Tensor& totals) {
 }
 
 PendingMean World::start_mean(const at::Tensor& scalar, RankFlags flags) {
-  if (size_ <= 1) return {scalar.detach(), flags};
+  // Alone: the scalar itself (a detach would make a tensor per step; the
+  // caller holds the loss, and its graph, until get() anyway).
+  if (size_ <= 1) return {scalar, flags};
   // A copy (the collective writes it in place), read without a device sync
   // until get(); alone, it stays where it is (a move to the CPU here would
   // wait for the GPU before backward is even queued). Each flag rides in an

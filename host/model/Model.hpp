@@ -57,8 +57,14 @@ class Model {
   virtual Task task() const = 0;
   // Installs the callback models call around each unit's forward (none by
   // default). Models whose forward is opaque (TorchScript) call it only
-  // around the whole forward for unit 0..N-1 in order.
-  void set_unit_callback(UnitCallback cb) { unit_callback_ = std::move(cb); }
+  // around the whole forward for unit 0..N-1 in order. `pre_backward`: also
+  // hook each unit's output for PreBackward. That hook is an autograd hook
+  // registered on every forward (allocations, ~6k instructions a step on
+  // the quickstart's MLP), so it is only added for a caller that wants it.
+  void set_unit_callback(UnitCallback cb, bool pre_backward = true) {
+    unit_callback_ = std::move(cb);
+    pre_backward_ = pre_backward;
+  }
 
  protected:
   void enter_unit(int unit) {
@@ -68,7 +74,7 @@ class Model {
   at::Tensor exit_unit(int unit, at::Tensor out) {
     if (!unit_callback_) return out;
     unit_callback_(unit, UnitPhase::PostForward);
-    if (out.requires_grad()) {
+    if (pre_backward_ && out.requires_grad()) {
       UnitCallback cb = unit_callback_;
       out.register_hook([cb, unit](const at::Tensor& grad) {
         cb(unit, UnitPhase::PreBackward);
@@ -80,6 +86,7 @@ class Model {
 
  private:
   UnitCallback unit_callback_;
+  bool pre_backward_ = true;
 };
 
 // Builds the model of a validated `model:` subtree (see ModelSchema.hpp).

@@ -204,6 +204,38 @@ TEST(ModelAccessTest, UnitCallbacksFireAroundForwardAndBackward) {
   EXPECT_EQ(events, expected);
 }
 
+// The model's per-unit work is installed when a plugin first asks for a
+// unit phase, and the PreBackward hook on each unit's output only once a
+// PRE_BACKWARD callback exists (an autograd hook per unit per forward costs
+// allocations). Each step sees exactly the phases asked for so far.
+TEST(ModelAccessTest, UnitPhasesFireFromTheForwardAfterTheyAreAskedFor) {
+  auto model = small_mlp();
+  ModelAccess access(*model);
+  rh_Model* m = access.handle();
+  const rh_ModelApi* api = access.api();
+  std::vector<std::string> events;
+  auto record = [](void* user, int32_t unit, rh_UnitPhase phase) -> rh_Error* {
+    static const char* names[] = {"F", "f", "B", "b"};
+    static_cast<std::vector<std::string>*>(user)->push_back(names[phase] + std::to_string(unit));
+    return nullptr;
+  };
+  auto step = [&] {
+    events.clear();
+    at::Tensor out = model->forward(torch::randn({2, 4}));
+    access.begin_backward();
+    out.sum().backward();
+    access.end_backward();
+    return events;
+  };
+  EXPECT_EQ(step(), std::vector<std::string>{});
+  ASSERT_EQ(api->Model_AddUnitCallback(m, 0, RH_UNIT_PRE_FORWARD, record, &events), nullptr);
+  EXPECT_EQ(step(), std::vector<std::string>{"F0"});
+  ASSERT_EQ(api->Model_AddUnitCallback(m, 2, RH_UNIT_PRE_BACKWARD, record, &events), nullptr);
+  EXPECT_EQ(step(), (std::vector<std::string>{"F0", "B2"}));
+  ASSERT_EQ(api->Model_AddUnitCallback(m, 0, RH_UNIT_POST_BACKWARD, record, &events), nullptr);
+  EXPECT_EQ(step(), (std::vector<std::string>{"F0", "B2", "b0"}));
+}
+
 TEST(ModelAccessTest, ReleaseGradDropsTheGradientAndItsView) {
   auto model = small_mlp();
   ModelAccess access(*model);
