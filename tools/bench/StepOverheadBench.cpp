@@ -4,6 +4,7 @@
 //
 //   build/bin/rh_bench_step_overhead [--config configs/quickstart.yaml] [--epochs 16]
 //                                    [--rounds 7] [--cpus 1|0,1|none] [--only REGEX]
+//                                    [--set KEY=VALUE ...]
 //
 // The bare loop builds the job's model, dataset, loader and optimizer with the
 // code runner-host uses, then runs, for every epoch: next batch -> forward ->
@@ -38,9 +39,10 @@
 //   not the figure. The min-max spread says how noisy the machine was; a
 //   ratio is only worth quoting when the spread is small next to the margin
 //   (2-3%) and the load average printed before and after is below 1.
-//   Wall-clock noise of another job sharing the core is not removed by any
-//   of this: on a busy machine, compare instruction counts instead
-//   (valgrind --tool=callgrind on runner-host and on this binary's --bare).
+//   Wall-clock noise of another job sharing the core (or of the hypervisor)
+//   is not removed by any of this: on a busy machine, compare instruction
+//   counts instead (tools/bench/step_instructions.sh: callgrind on
+//   runner-host and on this binary's --bare).
 // Printed: every round's ratios, then per variant the median over rounds of
 // ms/iteration and of the ratio, each with its spread (min-max), and the load
 // average before and after (a figure taken under load says so). Variants
@@ -163,7 +165,12 @@ double save_seconds(const std::string& output) {
   return total;
 }
 
-std::string shell_quoted(const std::string& s) { return "'" + s + "'"; }
+// For /bin/sh: in single quotes, each ' written as '\''.
+std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -243,6 +250,7 @@ int main(int argc, char** argv) {
   int rounds = 7;
   std::string cpus = "auto";
   std::string only;
+  std::vector<std::string> sets;  // --set: job overrides, for both sides
   bool bare_child = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -259,10 +267,12 @@ int main(int argc, char** argv) {
       cpus = argv[++i];
     } else if (a == "--only" && has_value) {
       only = argv[++i];
+    } else if (a == "--set" && has_value) {
+      sets.push_back(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--config job.yaml] [--epochs N] [--rounds N] [--cpus LIST|none] "
-                   "[--only REGEX]\n"
+                   "[--only REGEX] [--set KEY=VALUE ...]\n"
                    "unknown or incomplete argument '%s'\n",
                    argv[0], a.c_str());
       return 2;
@@ -282,7 +292,9 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    rh::config::Job job = rh::config::load_job(config, {});
+    rh::config::Job job = rh::config::load_job(config, sets);
+    std::string set_args;  // the same overrides, for every child process
+    for (const std::string& s : sets) set_args += " --set " + shell_quoted(s);
     const std::string job_dir = fs::absolute(config).parent_path().string();
     if (bare_child) {
       std::printf("bare loop: %.6f ms/iteration\n", bare_loop(*job.root, job_dir, epochs));
@@ -303,8 +315,8 @@ int main(int argc, char** argv) {
         {"checkpoint (interval 5)", "[" + ckpt + "]", ""},
         {"trace", "[{type: trace}]", ""},
         {"logger+metrics+checkpoint", lmc, ""},
-        {"all four",
-         "[{type: logger, interval: 50}, {type: metrics}, " + ckpt + ", {type: trace}]", ""},
+        {"all four", "[{type: logger, interval: 50}, {type: metrics}, " + ckpt + ", {type: trace}]",
+         ""},
         {"l+m+checkpoint, async IO", lmc, async_io},
     };
     std::regex only_re;
@@ -328,12 +340,12 @@ int main(int argc, char** argv) {
       std::string cmd;
       if (variants[v].hooks.empty()) {
         cmd = pin + shell_quoted(exe.string()) + " --bare --config " + shell_quoted(config) +
-              " --epochs " + std::to_string(epochs);
+              " --epochs " + std::to_string(epochs) + set_args;
         const double ms = parse_ms(run_and_capture(cmd), kBare, cmd);
         return {ms, ms};
       }
-      cmd = pin + shell_quoted(runner) + " --config " + shell_quoted(config) + " --set " +
-            shell_quoted("work_dir=" + work.string()) + " --set " +
+      cmd = pin + shell_quoted(runner) + " --config " + shell_quoted(config) + set_args +
+            " --set " + shell_quoted("work_dir=" + work.string()) + " --set " +
             shell_quoted("train_cfg={by_epoch: true, max_epochs: " + std::to_string(epochs) +
                          ", val_interval: 100000000}") +
             " --set " + shell_quoted("hooks=" + variants[v].hooks) + variants[v].sets;
