@@ -99,7 +99,8 @@ class CheckpointStore {
   // removing a killed process's leftovers); queue_files() hands each file to
   // the plugin's Save, which may only queue it; flush() waits until they are
   // durable; publish() writes meta.json and renames, as save() does
-  // (removing `tmp` when it fails); abandon() removes `tmp`. Each throws
+  // (removing `tmp` when it fails); abandon() removes `tmp` (and
+  // latest.tmp, which only the save in progress writes). Each throws
   // HostError naming the directory.
   std::filesystem::path begin(const std::string& name);
   void queue_files(const std::filesystem::path& tmp, const std::vector<CheckpointFile>& files);
@@ -150,6 +151,15 @@ class CheckpointStore {
   void save_each(const std::filesystem::path& tmp, const std::vector<CheckpointFile>& files,
                  const std::string& context);
   void flush_with(const std::string& context);
+  // Writes meta.json into `tmp` and work_dir/latest.tmp (naming `name`),
+  // handed to the disk, not yet durable.
+  void write_meta(const std::string& name, const std::filesystem::path& tmp,
+                  const std::string& meta_json);
+  // Once the files are durable and write_meta() has run: fsyncs meta.json,
+  // `tmp` and latest.tmp, swaps `tmp` in for <name>, renames latest.tmp to
+  // latest, fsyncs work_dir, removes what was swapped out. Removes `tmp`
+  // and latest.tmp when it fails.
+  std::filesystem::path publish_written(const std::string& name, const std::filesystem::path& tmp);
 
   std::filesystem::path work_dir_;
   host::CheckpointIoInstance& io_;

@@ -199,6 +199,25 @@ TEST_F(CheckpointStoreTest, AKillAtAnyStepOfAFirstSaveLeavesTheEarlierCheckpoint
   }
 }
 
+// meta.json and latest.tmp are written before the plugin's flush (one
+// journal commit for all): a flush that fails leaves no trace of them, and
+// `latest` still names the earlier checkpoint.
+TEST_F(CheckpointStoreTest, AFailedFlushLeavesNeitherMetaNorLatestTmpBehind) {
+  save("epoch_1", 1, 10);
+  setenv("RH_FAULT_INJECT", "ckpt_flush:fail", 1);
+  try {
+    save("epoch_2", 2, 20);
+    FAIL() << "the save should have failed";
+  } catch (const host::HostError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("checkpoint 'epoch_2': "));
+    EXPECT_THAT(e.what(), HasSubstr("Flush: injected failure"));
+  }
+  unsetenv("RH_FAULT_INJECT");
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_1", "latest"}));
+  EXPECT_EQ(store_->latest(), "epoch_1");
+  EXPECT_EQ(store_->verify(work() / "epoch_1"), "");
+}
+
 TEST_F(CheckpointStoreTest, WithoutRenameExchangeTheReplacementStillWorks) {
   save("last", 1, 10);
   setenv("RH_FAULT_INJECT", "ckpt_no_exchange", 1);
