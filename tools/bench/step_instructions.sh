@@ -16,7 +16,8 @@
 # start-up and teardown cancelled. Both threads are counted (the loop and
 # the loader). Checkpoint saves are left out: their cost is file system
 # time (fsync), which the wall-clock benchmark measures.
-# Needs valgrind (apt-get install valgrind); takes ~10 min on 2 cores.
+# Needs valgrind (apt-get install valgrind); takes 10-20 min (22 min here with
+# other work running).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CONFIG="${1:-$ROOT/configs/quickstart.yaml}"
