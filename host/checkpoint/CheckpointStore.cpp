@@ -411,8 +411,7 @@ fs::path CheckpointStore::publish_written(const std::string& name, const fs::pat
                    tmp.string(), ec.message(), name);
     publish_step("old_removed");
   } catch (...) {
-    fs::remove_all(tmp, ec);
-    fs::remove(work_dir_ / "latest.tmp", ec);
+    abandon(tmp);  // before the exchange the new one, after it the old one
     throw;
   }
   return final_dir;

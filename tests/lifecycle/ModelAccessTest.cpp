@@ -176,6 +176,15 @@ TEST(ModelAccessTest, SetParamDataKeepsTheShapeAndRefusesADtypeChangeAfterCallba
 
 // Every phase, in the order a strategy relies on; POST_BACKWARD also for the
 // frozen unit (no gradient) when backward returns.
+// A unit callback that appends "<phase letter><unit>" to the
+// std::vector<std::string> it is given: F/f before/after forward, B/b
+// before/after backward.
+rh_Error* record_phase(void* user, int32_t unit, rh_UnitPhase phase) {
+  static const char* names[] = {"F", "f", "B", "b"};
+  static_cast<std::vector<std::string>*>(user)->push_back(names[phase] + std::to_string(unit));
+  return nullptr;
+}
+
 TEST(ModelAccessTest, UnitCallbacksFireAroundForwardAndBackward) {
   auto model = small_mlp();
   ModelAccess access(*model);
@@ -184,15 +193,10 @@ TEST(ModelAccessTest, UnitCallbacksFireAroundForwardAndBackward) {
   std::vector<std::string> events;
   const int32_t units = static_cast<int32_t>(api->Model_NumUnits(m));
   ASSERT_EQ(units, 3);
-  auto record = [](void* user, int32_t unit, rh_UnitPhase phase) -> rh_Error* {
-    static const char* names[] = {"F", "f", "B", "b"};
-    static_cast<std::vector<std::string>*>(user)->push_back(names[phase] + std::to_string(unit));
-    return nullptr;
-  };
   for (int32_t u = 0; u < units; ++u)
     for (rh_UnitPhase ph :
          {RH_UNIT_PRE_FORWARD, RH_UNIT_POST_FORWARD, RH_UNIT_PRE_BACKWARD, RH_UNIT_POST_BACKWARD})
-      ASSERT_EQ(api->Model_AddUnitCallback(m, u, ph, record, &events), nullptr);
+      ASSERT_EQ(api->Model_AddUnitCallback(m, u, ph, record_phase, &events), nullptr);
   at::Tensor out = model->forward(torch::randn({2, 4}));
   access.begin_backward();
   out.sum().backward();
@@ -214,11 +218,6 @@ TEST(ModelAccessTest, UnitPhasesFireFromTheForwardAfterTheyAreAskedFor) {
   rh_Model* m = access.handle();
   const rh_ModelApi* api = access.api();
   std::vector<std::string> events;
-  auto record = [](void* user, int32_t unit, rh_UnitPhase phase) -> rh_Error* {
-    static const char* names[] = {"F", "f", "B", "b"};
-    static_cast<std::vector<std::string>*>(user)->push_back(names[phase] + std::to_string(unit));
-    return nullptr;
-  };
   auto step = [&] {
     events.clear();
     at::Tensor out = model->forward(torch::randn({2, 4}));
@@ -228,11 +227,12 @@ TEST(ModelAccessTest, UnitPhasesFireFromTheForwardAfterTheyAreAskedFor) {
     return events;
   };
   EXPECT_EQ(step(), std::vector<std::string>{});
-  ASSERT_EQ(api->Model_AddUnitCallback(m, 0, RH_UNIT_PRE_FORWARD, record, &events), nullptr);
+  ASSERT_EQ(api->Model_AddUnitCallback(m, 0, RH_UNIT_PRE_FORWARD, record_phase, &events), nullptr);
   EXPECT_EQ(step(), std::vector<std::string>{"F0"});
-  ASSERT_EQ(api->Model_AddUnitCallback(m, 2, RH_UNIT_PRE_BACKWARD, record, &events), nullptr);
+  ASSERT_EQ(api->Model_AddUnitCallback(m, 2, RH_UNIT_PRE_BACKWARD, record_phase, &events), nullptr);
   EXPECT_EQ(step(), (std::vector<std::string>{"F0", "B2"}));
-  ASSERT_EQ(api->Model_AddUnitCallback(m, 0, RH_UNIT_POST_BACKWARD, record, &events), nullptr);
+  ASSERT_EQ(api->Model_AddUnitCallback(m, 0, RH_UNIT_POST_BACKWARD, record_phase, &events),
+            nullptr);
   EXPECT_EQ(step(), (std::vector<std::string>{"F0", "B2", "b0"}));
 }
 
