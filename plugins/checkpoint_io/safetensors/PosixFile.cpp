@@ -144,20 +144,21 @@ void PosixFile::close() {
   if (fd >= 0 && ::close(fd) != 0) io_error(path_, "close failed", errno);
 }
 
-BufferedWriter::BufferedWriter(PosixFile& file, size_t capacity) : file_(file), buffer_(capacity) {}
+BufferedWriter::BufferedWriter(PosixFile& file, size_t capacity)
+    : file_(file), buffer_(new unsigned char[capacity]), capacity_(capacity) {}
 
 void BufferedWriter::write(const void* data, size_t size) {
-  if (used_ + size > buffer_.size()) flush();
-  if (size >= buffer_.size()) {
+  if (used_ + size > capacity_) flush();
+  if (size >= capacity_) {
     file_.write_all(data, size);
     return;
   }
-  if (size > 0) std::memcpy(buffer_.data() + used_, data, size);
+  if (size > 0) std::memcpy(buffer_.get() + used_, data, size);
   used_ += size;
 }
 
 void BufferedWriter::flush() {
-  file_.write_all(buffer_.data(), used_);
+  file_.write_all(buffer_.get(), used_);
   used_ = 0;
 }
 

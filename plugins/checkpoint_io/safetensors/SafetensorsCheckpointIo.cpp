@@ -566,8 +566,10 @@ class SafetensorsCheckpointIo {
     try {
       PosixFile file = PosixFile::create(paths.tmp);
       if (checksum_ && total >= kChecksumThreadBytes) checksums = std::thread(checksum_all);
-      rh::ckpt::BufferedWriter out(file, kWriteBlock);
       const std::string start = rh::ckpt::file_start(encoded);
+      // No bigger than the file: most checkpoints of small models are far below a block.
+      rh::ckpt::BufferedWriter out(
+          file, static_cast<size_t>(std::min<uint64_t>(kWriteBlock, start.size() + total)));
       out.write(start.data(), start.size());
       for (const Source& s : sources) out.write(s.data, s.entry.size());
       out.flush();
