@@ -1,217 +1,89 @@
-// runner-host: load the job, load the plugins, check everything, then run.
-// `runner-host ckpt ...` is the checkpoint tool (cli/CkptTool.hpp).
+// runner-host: the program. It parses the command line, answers --help,
+// runs the built-in launcher (--nproc-per-node / --nnodes) itself, and hands
+// everything else (a job, --version, --list-plugins, `ckpt ...`) to the
+// runner library, which it loads only then (cli/RunnerEntry.hpp says why:
+// this file and what it links are free of LibTorch, so the launcher starts
+// in milliseconds and holds a few MB while its workers train).
 //
-// Exit codes: 0 success; 2 the job or a plugin is invalid (reported before
-// anything is created, written or launched); 1 the run itself failed.
+// Exit codes: 0 success; 2 the job, a plugin or the command line is invalid
+// (reported before anything is created, written or launched), or the
+// runner library cannot be loaded; 1 the run itself failed.
+#include <dlfcn.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <optional>
+#include <string>
 
-#include "cli/CkptTool.hpp"
 #include "cli/CliOptions.hpp"
-#include "cli/PluginListing.hpp"
-#include "config/ConfigNode.hpp"
-#include "config/JobLoader.hpp"
-#include "config/JobSchema.hpp"
-#include "config/Schema.hpp"
+#include "cli/RunnerEntry.hpp"
 #include "launch/HeapPolicy.hpp"
 #include "launch/LaunchMain.hpp"
-#include "launch/StopSignal.hpp"
-#include "lifecycle/JobComponents.hpp"
-#include "lifecycle/Runner.hpp"
-#include "plugins/ComponentFactory.hpp"
-#include "plugins/HostApi.hpp"
-#include "plugins/HostError.hpp"
-#include "plugins/PluginRegistry.hpp"
-#include "plugins/SearchPath.hpp"
-#include "torch/BlasCheck.hpp"
-#include "torch/TorchServices.hpp"
 
 namespace fs = std::filesystem;
-using namespace rh;
 
 namespace {
 
-constexpr int kExitRunFailed = 1;
 constexpr int kExitInvalid = 2;
 
-int fail(int code, const std::string& message) {
-  std::cerr << "runner-host: error: " << message << "\n";
-  return code;
-}
-
-bool set_log_level(const std::string& level) {
-  static const std::vector<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
-  if (std::find(kLevels.begin(), kLevels.end(), level) == kLevels.end()) return false;
-  spdlog::set_level(spdlog::level::from_str(level == "warn" ? "warning" : level));
-  return true;
-}
-
-// Plugin components the job may leave out (--print-config shows them).
-void apply_defaults(config::Node& root) {
-  const config::Location where{"(default)"};
-  for (const auto& [key, type] :
-       {std::pair<const char*, const char*>{"strategy", "single"},
-        std::pair<const char*, const char*>{"checkpoint_io", "safetensors"}}) {
-    if (root.find(key) != nullptr) continue;
-    auto spec = config::Node::make_map(where);
-    spec->set("type", config::Node::make_scalar(type, false, where), where);
-    root.set(key, spec, where);
-  }
-  root.assign_paths();
-}
-
-void warn_on_reference_blas() {
-  std::string blas = host::loaded_blas_path();
-  if (host::is_reference_blas(blas)) {
-    spdlog::warn(
-        "LibTorch runs on the reference BLAS ({}): matrix products are about 8x slower. "
-        "Install OpenBLAS: apt-get install libopenblas0-pthread",
-        blas);
-  }
-}
-
-std::string default_work_dir(const config::Node& root, const std::string& config_path) {
-  if (const config::Node* w = root.find("work_dir")) return fs::absolute(w->as_string()).string();
-  return fs::absolute(fs::path("work_dirs") / fs::path(config_path).stem()).string();
+// The runner library of this installation: <prefix>/bin/runner-host loads
+// <prefix>/<libdir>/runner-host/librh_runner.so (the build tree has the same
+// layout).
+fs::path runner_library() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return exe.parent_path().parent_path() / RH_RUNNER_LIBRARY_RELPATH;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   // Before anything large is allocated (launch/HeapPolicy.hpp says why).
-  const std::string heap_policy = launch::apply_heap_policy();
-  auto logger = spdlog::stderr_color_mt("runner-host");
-  spdlog::set_default_logger(logger);
+  const std::string heap_policy = rh::launch::apply_heap_policy();
+  spdlog::set_default_logger(spdlog::stderr_color_mt("runner-host"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
 
-  // The checkpoint tool: `runner-host ckpt inspect|consolidate|convert ...`.
-  if (argc >= 2 && std::string(argv[1]) == "ckpt") {
-    host::HostServices services;
-    host::install_torch_services(services);
-    host::PluginRegistry registry(host::host_native_tag(), services);
-    std::error_code ec;
-    return cli::run_ckpt_tool(std::vector<std::string>(argv + 2, argv + argc),
-                              fs::read_symlink("/proc/self/exe", ec), registry, services);
-  }
-
-  cli::CliOptions opts;
-  try {
-    opts = cli::parse_cli(argc, argv);
-  } catch (const std::exception& e) {
-    return fail(kExitInvalid, std::string(e.what()) + " (see runner-host --help)");
-  }
-  if (opts.help) {
-    std::cout << cli::cli_help();
-    return 0;
-  }
-  // The built-in launcher: one worker per local rank, each this program again.
-  if (opts.nproc_per_node > 1 || opts.nnodes > 1)
-    return launch::run_launcher(
-        {opts.nproc_per_node, opts.nnodes, opts.node_rank, opts.master_addr, opts.master_port},
-        argc, argv);
-  const host::NativeTag tag = host::host_native_tag();
-  if (opts.version) {
-    std::cout << "runner-host " << RH_VERSION << " (ABI " << RH_ABI_VERSION_MAJOR << "."
-              << RH_ABI_VERSION_MINOR << ", native tag " << tag.str() << ")\n";
-    return 0;
-  }
-  if (opts.log_level && !set_log_level(*opts.log_level))
-    return fail(kExitInvalid, "--log-level: expected trace, debug, info, warn or error, got '" +
-                                  *opts.log_level + "'");
-
-  host::HostServices services;
-  host::install_torch_services(services);
-  warn_on_reference_blas();
-  if (!heap_policy.empty()) spdlog::debug("heap: {}", heap_policy);
-
-  // Relative --plugin-path / RH_PLUGIN_PATH entries are relative to the job
-  // file's directory (as `plugin:` paths are); without a job file they are
-  // refused rather than read against the current directory.
-  std::optional<fs::path> job_dir;
-  if (!opts.config.empty()) job_dir = fs::absolute(opts.config).lexically_normal().parent_path();
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  std::vector<host::SearchDir> search_dirs;
-  try {
-    search_dirs =
-        host::plugin_search_dirs(opts.plugin_paths, std::getenv("RH_PLUGIN_PATH"), exe, job_dir);
-  } catch (const host::HostError& e) {
-    return fail(kExitInvalid, e.what());
-  }
-  host::PluginRegistry registry(tag, services);
-  if (opts.list_plugins) {
-    // Only here is every library opened (its constructors run): a job opens
-    // just the ones its components need.
-    registry.scan(search_dirs);
-    std::cout << cli::list_plugins(registry);
-    return 0;
-  }
-  registry.set_search_path(search_dirs);
-
-  // Step 0: the whole job is read and validated before anything is created.
-  config::Job job;
-  try {
-    job = config::load_job(opts.config, opts.set_args);
-    apply_defaults(*job.root);
-    auto errors = config::validate_job(*job.root);
-    if (!errors.empty()) {
-      for (const auto& e : errors) std::cerr << "runner-host: error: " << e.what() << "\n";
+  // `runner-host ckpt ...` has its own command line (the library parses it).
+  const bool ckpt = argc >= 2 && std::string(argv[1]) == "ckpt";
+  if (!ckpt) {
+    rh::cli::CliOptions opts;
+    try {
+      opts = rh::cli::parse_cli(argc, argv);
+    } catch (const std::exception& e) {
+      std::cerr << "runner-host: error: " << e.what() << " (see runner-host --help)\n";
       return kExitInvalid;
     }
-  } catch (const config::ConfigError& e) {
-    return fail(kExitInvalid, e.what());
-  }
-  if (opts.print_config) {
-    std::cout << config::to_yaml(*job.root);
-    return 0;
-  }
-  if (!opts.log_level)
-    if (const config::Node* level = job.root->find("log_level")) set_log_level(level->as_string());
-
-  // Step 1: create the job's plugin components; each validates its subtree.
-  host::ComponentFactory factory(registry, services, *job_dir,
-                                 default_work_dir(*job.root, opts.config));
-  lifecycle::JobComponents components;
-  try {
-    factory.load_explicit_plugins(*job.root);
-    components = lifecycle::create_components(factory, *job.root);
-  } catch (const std::exception& e) {
-    return fail(kExitInvalid, e.what());
-  }
-  if (opts.dry_run) {
-    spdlog::info("dry run: the job is valid; strategy {}, {} hook(s), checkpoint_io {}",
-                 components.strategy->type(), components.hooks.size(),
-                 components.checkpoint_io->type());
-    return 0;
+    if (opts.help) {
+      std::cout << rh::cli::cli_help();
+      return 0;
+    }
+    // The built-in launcher: one worker per local rank, each this program again.
+    if (opts.nproc_per_node > 1 || opts.nnodes > 1)
+      return rh::launch::run_launcher(
+          {opts.nproc_per_node, opts.nnodes, opts.node_rank, opts.master_addr, opts.master_port},
+          argc, argv);
   }
 
-  // Steps 2-13: the lifecycle.
-  lifecycle::RunnerOptions run_opts;
-  run_opts.mode = opts.mode == "val"    ? lifecycle::RunMode::Val
-                  : opts.mode == "test" ? lifecycle::RunMode::Test
-                                        : lifecycle::RunMode::Train;
-  run_opts.job_dir = *job_dir;
-  run_opts.work_dir = default_work_dir(*job.root, opts.config);
-  run_opts.config_yaml = config::to_yaml(*job.root);
-  run_opts.runner_version = RH_VERSION;
-  // Preemption (SIGTERM, SIGUSR1): stop at the next iteration boundary,
-  // checkpointed, rather than die mid-step.
-  launch::install_stop_signal_handlers();
-  try {
-    lifecycle::Runner runner(*job.root, run_opts, services, std::move(components));
-    runner.run();
-  } catch (const lifecycle::StopRequested& e) {
-    spdlog::warn("{}", e.what());
-    return 128 + e.signal();
-  } catch (const config::ConfigError& e) {
-    return fail(kExitInvalid, e.what());
-  } catch (const std::exception& e) {
-    return fail(kExitRunFailed, e.what());
+  // RTLD_LOCAL: the library's own symbols stay out of the global scope, where
+  // they could interpose on a plugin's; it exports only its entry point.
+  // RTLD_LAZY: LibTorch's functions are bound at their first call, as when
+  // the program linked LibTorch itself (binding them all now took 0.45 s).
+  const fs::path library = runner_library();
+  void* handle = ::dlopen(library.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (handle == nullptr) {
+    std::cerr << "runner-host: error: cannot load the runner library (reinstall runner-host): "
+              << ::dlerror() << "\n";
+    return kExitInvalid;
   }
-  return 0;
+  auto run = reinterpret_cast<rh_RunnerMainFn>(::dlsym(handle, RH_RUNNER_MAIN_SYMBOL));
+  if (run == nullptr) {
+    std::cerr << "runner-host: error: " << library.string()
+              << " is not runner-host's runner library (no " RH_RUNNER_MAIN_SYMBOL
+                 "; reinstall runner-host)\n";
+    return kExitInvalid;
+  }
+  // The library stays loaded until exit: its static objects, threads and
+  // the plugins it opened live as long as the process.
+  return run(argc, argv, heap_policy.c_str());
 }

@@ -605,3 +605,54 @@ TEST_F(BadInputCorpusTest, CheckpointResumeOfAnOlderFormat) {
 }
 
 }  // namespace
+
+// ============================== installation ===================================
+// runner-host loads everything past its launcher from
+// <prefix>/<libdir>/runner-host/librh_runner.so (host/cli/RunnerEntry.hpp).
+class BrokenInstallTest : public BadInputCorpusTest {
+ protected:
+  // A copy of the program in prefix/bin/, without the library beside it.
+  void SetUp() override {
+    BadInputCorpusTest::SetUp();
+    fs::create_directories(dir / "prefix/bin");
+    fs::copy_file(RH_RUNNER_HOST, dir / "prefix/bin/runner-host");
+    dir.write("job.yaml", kJob);
+  }
+  fs::path library() const { return dir / "prefix" / RH_RUNNER_LIBRARY_RELPATH; }
+  rh::test::CommandResult run_copy(const std::string& args) {
+    return rh::test::run_command("cd " + quote(dir.path().string()) +
+                                 " && env -u RH_PLUGIN_PATH prefix/bin/runner-host " + args);
+  }
+};
+
+TEST_F(BrokenInstallTest, InstallWithoutTheRunnerLibrary) {
+  const Snapshot before = snapshot(dir.path());
+  auto r = run_copy("--config job.yaml");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("cannot load the runner library (reinstall runner-host): " +
+                                  library().string() + ": cannot open shared object file"));
+  // --help and the launcher never need it: the launcher starts its workers,
+  // and each of them reports the missing library.
+  auto help = run_copy("--help");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_THAT(help.output, HasSubstr("--nproc-per-node"));
+  auto launched = run_copy("--config job.yaml --nproc-per-node 2 --master-port 0");
+  EXPECT_NE(launched.exit_code, 0) << launched.output;
+  // (The first worker to fail stops the other, which may not get to say it.)
+  EXPECT_THAT(launched.output,
+              ::testing::ContainsRegex("\\[rank [01]\\] runner-host: error: cannot load the "
+                                       "runner library \\(reinstall runner-host\\)"));
+  EXPECT_THAT(launched.output, ::testing::ContainsRegex("rank [01] exited with code 2"));
+  const std::string changes = describe_changes(before, snapshot(dir.path()));
+  EXPECT_TRUE(changes.empty()) << "the refused runs changed files:\n" << changes;
+}
+
+TEST_F(BrokenInstallTest, InstallWithAnotherLibraryInPlaceOfTheRunnerLibrary) {
+  fs::create_directories(library().parent_path());
+  fs::copy_file(plugin("rh_test_not_a_plugin"), library());
+  auto r = run_copy("--config job.yaml");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(library().string() +
+                                  " is not runner-host's runner library (no rh_runner_main; "
+                                  "reinstall runner-host)"));
+}
