@@ -288,17 +288,20 @@ TEST_F(FaultInjectionTest, ASegfaultInAHookIsReportedAndTheLastCheckpointStillRe
   EXPECT_TRUE(fs::exists(dir / "segv/iter_8/model.safetensors")) << rlog;
 }
 
-// SIGKILL at random points of checkpoint saves, 20 times in a row, each
+// SIGKILL at random points of checkpoint saves, 10 times in a row, each
 // run resuming the last: a zero stage 2 job on 2 ranks (every rank writes its
 // shard file) saving every iteration, whose saves (about 21 MB over both
 // ranks, fsynced) take most of each iteration, is killed — the launcher and
-// both workers at once — a random 0-150 ms after its first save. After every
-// kill `latest` names a checkpoint never older than before, and the next run
-// resumes exactly from it (rank 0 verifies every checksum of the checkpoint
-// it resumes from, and would skip a torn one); the last one is also checked
-// file by file and shard by shard (runner-host ckpt inspect). At least 3 kills must have hit a
-// save in flight (a temporary directory left behind: 11 and 8 of 20 in two
-// runs here), or the test would not test what it says.
+// both workers at once. Even trials kill a random 0-150 ms after the run's
+// first save (anywhere: inside a save or between two); odd trials aim inside
+// one, a random 0-10 ms after the temporary directory of a new save appears.
+// After every kill `latest` names a checkpoint never older than before, and
+// the next run resumes exactly from it (rank 0 verifies every checksum of the
+// checkpoint it resumes from, and would skip a torn one); the last one is
+// also checked file by file and shard by shard (runner-host ckpt inspect). At
+// least 3 kills must have hit a save in flight (a temporary directory left
+// behind), or the test would not test what it says. (It ran 20 unaimed
+// trials, 8 to 16 of them inside a save, in a minute of the suite's time.)
 TEST_F(FaultInjectionTest, SigkillDuringSavesKeepsLatestValidAndResumeTakesIt) {
   const std::string yaml =
       "seed: 3\n"
@@ -329,9 +332,11 @@ TEST_F(FaultInjectionTest, SigkillDuringSavesKeepsLatestValidAndResumeTakesIt) {
   };
   std::mt19937 rng(20261201);
   std::uniform_int_distribution<int> delay_ms(0, 150);
+  std::uniform_int_distribution<int> aimed_delay_ms(0, 10);
+  constexpr int kTrials = 10;
   std::string previous;  // what latest named after the previous kill
   int mid_save = 0;
-  for (int trial = 0; trial < 20; ++trial) {
+  for (int trial = 0; trial < kTrials; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
     const fs::path log = dir / ("kill" + std::to_string(trial) + ".log");
     const std::set<std::string> before = temporaries();
@@ -344,7 +349,21 @@ TEST_F(FaultInjectionTest, SigkillDuringSavesKeepsLatestValidAndResumeTakesIt) {
     if (!previous.empty()) {
       EXPECT_THAT(launcher.log(), HasSubstr("resumed from " + (work / previous).string() + " "));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    if (trial % 2 == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    } else {  // aimed: the next save's temporary directory, then a few ms into the save
+      const std::set<std::string> seen = temporaries();
+      const auto by = Clock::now() + std::chrono::seconds(30);
+      auto new_save = [&] {
+        for (const std::string& t : temporaries())
+          if (seen.count(t) == 0) return true;
+        return false;
+      };
+      while (!new_save() && Clock::now() < by)
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      ASSERT_TRUE(new_save()) << "no new save began within 30 s";
+      std::this_thread::sleep_for(std::chrono::milliseconds(aimed_delay_ms(rng)));
+    }
     for (pid_t p : session_of(launcher.pid())) ::kill(p, SIGKILL);
     ::kill(launcher.pid(), SIGKILL);
     ASSERT_TRUE(launcher.wait(std::chrono::seconds(10)).has_value());
@@ -364,7 +383,7 @@ TEST_F(FaultInjectionTest, SigkillDuringSavesKeepsLatestValidAndResumeTakesIt) {
                                        " ckpt inspect " + quote((work / previous).string()));
   ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
   EXPECT_GE(mid_save, 3) << "too few kills landed inside a save";
-  std::cerr << mid_save << " of 20 kills landed inside a save\n";
+  std::cerr << mid_save << " of " << kTrials << " kills landed inside a save\n";
   // The last one resumes and trains on to its end.
   std::string finish = yaml;
   finish.replace(finish.find("max_iters: 1000000"), 18,
