@@ -66,6 +66,18 @@ TEST_F(CliTest, HelpAndVersion) {
   EXPECT_THAT(version.output, HasSubstr("native tag torch "));
 }
 
+// The program links no LibTorch (host/cli/RunnerEntry.hpp): the launcher and
+// --help start without its ~0.75 s and ~150 MB; librh_runner.so has it.
+TEST_F(CliTest, TheProgramLinksNoLibTorchAndItsLibraryDoes) {
+  auto program = rh::test::run_command("ldd " + quote(RH_RUNNER_HOST));
+  ASSERT_EQ(program.exit_code, 0) << program.output;
+  EXPECT_THAT(program.output, Not(HasSubstr("libtorch")));
+  EXPECT_THAT(program.output, Not(HasSubstr("libc10")));
+  auto library = rh::test::run_command("ldd " + quote(RH_RUNNER_LIBRARY));
+  ASSERT_EQ(library.exit_code, 0) << library.output;
+  EXPECT_THAT(library.output, HasSubstr("libtorch_cpu"));
+}
+
 TEST_F(CliTest, BadCommandLine) {
   EXPECT_INVALID(run("--no-such-flag"), "unrecognised option '--no-such-flag'");
   EXPECT_INVALID(run(""), "--config is required");
