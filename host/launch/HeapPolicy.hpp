@@ -25,7 +25,8 @@ inline constexpr long kHeapKeepBytes = 1L << 30;
 // glibc's defaults, one that changes nothing: glibc.malloc.perturb=0.
 bool heap_policy_wanted(const char* glibc_tunables);
 
-// Applies the thresholds when wanted (call once, first thing in main).
+// Applies the thresholds when wanted: once, after LibTorch has initialised
+// (cli/main.cpp says why) and before anything large is allocated.
 // Returns what it did, for the debug log: "" when it left glibc alone.
 std::string apply_heap_policy();
 
