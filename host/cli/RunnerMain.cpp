@@ -4,7 +4,6 @@
 //
 // Exit codes: 0 success; 2 the job or a plugin is invalid (reported before
 // anything is created, written or launched); 1 the run itself failed.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>

@@ -174,8 +174,6 @@ TEST(ModelAccessTest, SetParamDataKeepsTheShapeAndRefusesADtypeChangeAfterCallba
   f32->deleter(f32);
 }
 
-// Every phase, in the order a strategy relies on; POST_BACKWARD also for the
-// frozen unit (no gradient) when backward returns.
 // A unit callback that appends "<phase letter><unit>" to the
 // std::vector<std::string> it is given: F/f before/after forward, B/b
 // before/after backward.
@@ -184,6 +182,9 @@ rh_Error* record_phase(void* user, int32_t unit, rh_UnitPhase phase) {
   static_cast<std::vector<std::string>*>(user)->push_back(names[phase] + std::to_string(unit));
   return nullptr;
 }
+
+// Every phase, in the order a strategy relies on; POST_BACKWARD also for the
+// frozen unit (no gradient) when backward returns.
 
 TEST(ModelAccessTest, UnitCallbacksFireAroundForwardAndBackward) {
   auto model = small_mlp();
