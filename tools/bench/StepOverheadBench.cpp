@@ -50,7 +50,12 @@
 // them (each save's logged time; for `checkpoint_io: async`, what the loop
 // waited): what the runner and its hooks cost per iteration apart from the
 // saves, which are durable writes (fsync) whatever runs them. One variant
-// saves through the async checkpoint IO.
+// saves through the async checkpoint IO, and one into a work_dir in memory
+// (/dev/shm, tmpfs, where fsync has nothing to wait for): the runner's and
+// the hooks' whole work, the saves' serialisation and file operations
+// included, without what the storage takes to make them durable.
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -142,8 +147,9 @@ struct Variant {
   Variant(std::string n, std::string h, std::string s)
       : name(std::move(n)), hooks(std::move(h)), sets(std::move(s)) {}
   std::string name;
-  std::string hooks;  // YAML list; empty: the bare loop
-  std::string sets;   // more --set arguments (e.g. the checkpoint IO)
+  std::string hooks;       // YAML list; empty: the bare loop
+  std::string sets;        // more --set arguments (e.g. the checkpoint IO)
+  bool in_memory = false;  // work_dir on tmpfs (/dev/shm), not in the temporary directory
   std::vector<double> ms, ratio;
   // The loop's time without what it waited for checkpoint saves (the saves'
   // own logged times), per iteration, and its ratio: the per-iteration cost
@@ -218,6 +224,14 @@ int idlest_cpu() {
     }
   }
   return best;
+}
+
+// Where the in-memory variant's work_dir goes: /dev/shm when it is a tmpfs,
+// else nothing (the variant is then left out, and the run says so).
+std::string memory_directory() {
+  struct statfs st {};
+  if (::statfs("/dev/shm", &st) != 0 || st.f_type != TMPFS_MAGIC) return "";
+  return "/dev/shm";
 }
 
 std::string load_average() {
@@ -322,7 +336,12 @@ int main(int argc, char** argv) {
         {"all four", "[{type: logger, interval: 50}, {type: metrics}, " + ckpt + ", {type: trace}]",
          ""},
         {"l+m+checkpoint, async IO", lmc, async_io},
+        {"l+m+checkpoint, work_dir in memory", lmc, ""},
     };
+    variants.back().in_memory = true;
+    const std::string memory = memory_directory();
+    const fs::path memory_work =
+        memory.empty() ? fs::path() : fs::path(memory) / ("rh-bench-" + std::to_string(::getpid()));
     std::regex only_re;
     try {
       only_re = std::regex(only.empty() ? "." : only);
@@ -330,8 +349,14 @@ int main(int argc, char** argv) {
       throw std::runtime_error("--only: not a regular expression '" + only + "': " + e.what());
     }
     std::vector<size_t> measured;  // the variants compared with the bare loop
-    for (size_t v = 1; v < variants.size(); ++v)
-      if (std::regex_search(variants[v].name, only_re)) measured.push_back(v);
+    for (size_t v = 1; v < variants.size(); ++v) {
+      if (!std::regex_search(variants[v].name, only_re)) continue;
+      if (variants[v].in_memory && memory_work.empty()) {
+        std::printf("left out: '%s' (/dev/shm is not a tmpfs here)\n", variants[v].name.c_str());
+        continue;
+      }
+      measured.push_back(v);
+    }
     if (measured.empty()) throw std::runtime_error("--only '" + only + "' matches no variant");
 
     static const std::regex kBare("bare loop: ([0-9.]+) ms/iteration");
@@ -348,15 +373,16 @@ int main(int argc, char** argv) {
         const double ms = parse_ms(run_and_capture(cmd), kBare, cmd);
         return {ms, ms};
       }
+      const fs::path& dir = variants[v].in_memory ? memory_work : work;
       cmd = pin + shell_quoted(runner) + " --config " + shell_quoted(config) + set_args +
-            " --set " + shell_quoted("work_dir=" + work.string()) + " --set " +
+            " --set " + shell_quoted("work_dir=" + dir.string()) + " --set " +
             shell_quoted("train_cfg={by_epoch: true, max_epochs: " + std::to_string(epochs) +
                          ", val_interval: 100000000}") +
             " --set " + shell_quoted("hooks=" + variants[v].hooks) + variants[v].sets;
       const std::string output = run_and_capture(cmd);
       const double ms = parse_ms(output, kRunner, cmd);
       const double iters = parse_ms(output, kIterations, cmd);
-      fs::remove_all(work);
+      fs::remove_all(dir);
       return {ms, ms - 1e3 * save_seconds(output) / iters};
     };
 

@@ -35,10 +35,10 @@ PY=/usr/bin/python3  # Debian's, with matplotlib and torch
 export OMP_NUM_THREADS=1
 
 if [ "$QUICK" = 1 ]; then
-  STEP_ARGS=(--epochs 4 --rounds 3); COMM_ARGS=(--sizes 1,16 --reps 3)
+  STEP_ARGS=(--epochs 5 --rounds 3); COMM_ARGS=(--sizes 1,16 --reps 3)
   DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4
 else
-  STEP_ARGS=(--epochs 16 --rounds 7); COMM_ARGS=(--sizes 1,16,64 --reps 5)
+  STEP_ARGS=(--epochs 20 --rounds 7); COMM_ARGS=(--sizes 1,16,64 --reps 5)
   DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4
 fi
 START=$(date +%s)
