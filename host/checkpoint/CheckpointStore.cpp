@@ -295,6 +295,9 @@ void CheckpointStore::abandon(const fs::path& tmp) {
   fs::remove(work_dir_ / "latest.tmp", ec);  // the save's, when it got that far
 }
 
+// tools/bench/SaveFileOpsBench.cpp replays this sequence of file operations
+// (with the safetensors plugin's) to measure what the storage takes: a
+// change here belongs there too.
 fs::path CheckpointStore::save(const std::string& name, const std::vector<CheckpointFile>& files,
                                const std::function<std::string()>& meta_json,
                                const std::function<void(const fs::path&)>& before_meta) {
