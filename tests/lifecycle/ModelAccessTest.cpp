@@ -185,7 +185,6 @@ rh_Error* record_phase(void* user, int32_t unit, rh_UnitPhase phase) {
 
 // Every phase, in the order a strategy relies on; POST_BACKWARD also for the
 // frozen unit (no gradient) when backward returns.
-
 TEST(ModelAccessTest, UnitCallbacksFireAroundForwardAndBackward) {
   auto model = small_mlp();
   ModelAccess access(*model);

@@ -53,8 +53,10 @@ DATA="data.train.dataset.num_samples=$SAMPLES"
 
 # Totals of one run, both threads: instructions (callgrind's "Collected");
 # with --cache "instructions L1-misses L2-misses" (cachegrind's summary).
+#   count RUN_NAME (the kept file's name) COMMAND...
 count() {
-  local out="$WORK/cg.out"
+  local run_name="$1" out="$WORK/cg.out"
+  shift
   local tool=(--tool=callgrind --callgrind-out-file="$out")
   [ "$CACHE" = 1 ] && tool=(--tool=cachegrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64
     --LL=524288,8,64 --cachegrind-out-file="$out")
@@ -65,7 +67,7 @@ count() {
   }
   if [ -n "${RH_VALGRIND_KEEP:-}" ]; then
     mkdir -p "$RH_VALGRIND_KEEP"
-    cp "$out" "$RH_VALGRIND_KEEP/$RUN_NAME.out"
+    cp "$out" "$RH_VALGRIND_KEEP/$run_name.out"
   fi
   if [ "$CACHE" = 0 ]; then
     sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' "$WORK/log"
@@ -76,13 +78,12 @@ count() {
   echo "$(field 'I *refs:') $(($(field 'I1 *misses:') + $(field 'D1 *misses:'))) $(field 'LL misses:')"
 }
 bare() {
-  RUN_NAME="bare-$1"
-  count "$BIN/rh_bench_step_overhead" --bare --config "$CONFIG" --set "$DATA" --epochs "$1"
+  count "bare-$1" "$BIN/rh_bench_step_overhead" --bare --config "$CONFIG" --set "$DATA" --epochs "$1"
 }
+# runner EPOCHS HOOKS NAME
 runner() {
   rm -rf "$WORK/run"
-  RUN_NAME="$(tr -c 'a-z0-9\n' '_' <<< "$NAME")-$1"
-  count "$BIN/runner-host" --config "$CONFIG" --set "work_dir=$WORK/run" --set "$DATA" \
+  count "$(tr -c 'a-z0-9\n' '_' <<< "$3")-$1" "$BIN/runner-host" --config "$CONFIG" --set "work_dir=$WORK/run" --set "$DATA" \
     --set "train_cfg={by_epoch: true, max_epochs: $1, val_interval: 100000000}" --set "hooks=$2"
 }
 # Per iteration: each count of the HIGH-epoch run less the LOW-epoch run's, / ITERS.
@@ -106,8 +107,7 @@ else
   printf '%-36s %10d %9d %9d\n' "bare LibTorch loop" "${base[@]}"
 fi
 while IFS='|' read -r name hooks; do
-  NAME="$name"
-  n=($(per_iter "$(runner $LOW "$hooks")" "$(runner $HIGH "$hooks")"))
+  n=($(per_iter "$(runner $LOW "$hooks" "$name")" "$(runner $HIGH "$hooks" "$name")"))
   if [ "$CACHE" = 0 ]; then
     printf '%-36s %10d  %+7d  ratio %s\n' "$name" "${n[0]}" $((n[0] - base[0])) \
       "$(ratio "${n[0]}" "${base[0]}")"
