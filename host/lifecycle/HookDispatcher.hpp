@@ -47,12 +47,18 @@ class HookDispatcher {
   // Checkpoint_Save only from some events.
   rh_HookEvent current_event() const { return current_; }
   size_t size() const { return hooks_.size(); }
+  // Seconds each hook has spent in its before_train_iter and after_train_iter
+  // handlers (what a hook adds to every iteration; a hook that saves from
+  // after_train_iter includes its saves), with the hook's name: its type,
+  // `#n` added for the n-th (n >= 1) hook of a type. Only the hooks
+  // subscribed to either event, in dispatch order.
+  std::vector<std::pair<std::string, double>> iteration_seconds() const;
   bool has_type(const std::string& type) const;
   // Destroys every hook instance (teardown, before the communicator goes).
   void destroy_hooks();
 
  private:
-  void call(host::HookInstance& hook, rh_HookEvent event, rh_Metric* metrics, size_t num_metrics,
+  void call(size_t index, rh_HookEvent event, rh_Metric* metrics, size_t num_metrics,
             rh_StateDict* dict, const std::string& dir);
   std::string prefix(size_t index) const;
   std::string legacy_prefix(size_t index) const;
@@ -60,6 +66,7 @@ class HookDispatcher {
   host::HostServices& services_;
   std::vector<std::unique_ptr<host::HookInstance>> hooks_;  // sorted by priority
   std::vector<std::string> state_keys_;                     // per hooks_ entry: "hooks.<type>.<n>."
+  std::vector<double> iteration_seconds_;                   // per hooks_ entry
   rh_HookEvent current_ = RH_EVENT_COUNT_V1;
 };
 

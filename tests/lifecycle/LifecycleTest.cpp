@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -13,6 +15,7 @@
 namespace fs = std::filesystem;
 using rh::test::quote;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -607,6 +610,41 @@ TEST_F(LifecycleTest, TraitsTheHostCannotHonourAreRefused) {
   EXPECT_EQ(s.exit_code, 2) << s.output;
   EXPECT_THAT(s.output, HasSubstr("declares sharded_checkpoint"));
   EXPECT_FALSE(fs::exists(dir / "work"));
+}
+
+// ---- What the hooks cost per iteration ----------------------------------------
+
+// The `hooks:` line after the train loop's: each hook's time in its
+// before/after_train_iter handlers per iteration, named by type (`#n` for the
+// n-th repeat), summed in front.
+TEST_F(LifecycleTest, TheTrainLoopLineIsFollowedByWhatEachHookAddedToAnIteration) {
+  Job job;
+  job.val = false;
+  const std::string slow = "  - {type: slow_hook, plugin: " + test_plugin("raise_signal").string();
+  job.hooks = slow + ", sleep_us: 3000}\n" + slow + "}\n";
+  auto r = run(job);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch line;
+  const std::regex hooks_line(
+      "hooks: ([0-9.]+) us/iteration in before/after_train_iter \\(([^)]*)\\)");
+  ASSERT_TRUE(std::regex_search(r.output, line, hooks_line)) << r.output;
+  std::map<std::string, double> each;
+  const std::string split = line[2];
+  const std::regex item("([a-z_]+(#[0-9]+)?) ([0-9.]+)");
+  for (auto it = std::sregex_iterator(split.begin(), split.end(), item);
+       it != std::sregex_iterator(); ++it)
+    each[(*it)[1]] = std::stod((*it)[3]);
+  ASSERT_EQ(each.size(), 3u) << split;  // the trace hook subscribes to every event
+  ASSERT_TRUE(each.count("trace") && each.count("slow_hook") && each.count("slow_hook#1")) << split;
+  EXPECT_GE(each["slow_hook"], 3000.0) << split;  // it sleeps 3 ms in each after_train_iter
+  EXPECT_LT(each["slow_hook#1"], 3000.0) << split;
+  EXPECT_NEAR(std::stod(line[1]), each["trace"] + each["slow_hook"] + each["slow_hook#1"], 0.02)
+      << r.output;
+  // No hook that takes an iteration's events: no line.
+  auto none = run(job, "--set 'hooks=[]'");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_THAT(none.output, HasSubstr("train loop:"));
+  EXPECT_THAT(none.output, Not(HasSubstr("hooks:")));
 }
 
 }  // namespace

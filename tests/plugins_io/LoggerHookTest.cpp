@@ -125,6 +125,28 @@ TEST_F(LoggerHookTest, PrintsEveryMetricInTheHostsOrderAndPadsTheCounter) {
                           "1.5000  loss_scale: 65536.0000  memory: 212"));
 }
 
+// An iteration only keeps its values; they are averaged at the line (and
+// every 64 iterations): a line over 100 iterations, with a metric sent in
+// only some of them, averages each metric over the iterations that sent it.
+TEST_F(LoggerHookTest, AveragesOverTheWholeIntervalWhateverTheMetricsEachIterationSent) {
+  auto hook = create(", interval: 100");
+  epochs(2, 100);
+  for (int64_t i = 0; i < 100; ++i) {
+    std::vector<std::pair<std::string, double>> metrics = {
+        {"loss", static_cast<double>(i)},
+        {"lr", 1e-3 + 1e-5 * static_cast<double>(i)},
+        {"time", 0.01}};
+    if (i >= 10 && i < 20) metrics.push_back({"aux", static_cast<double>(i - 9)});
+    metrics.push_back({"memory_mb", 100.0 + static_cast<double>(i % 70)});
+    train_iter(*hook, i, metrics);
+  }
+  // loss: the mean of 0..99; lr: the last; aux: the mean of 1..10; memory:
+  // the largest; eta: 0.01 s x the 100 iterations left.
+  EXPECT_THAT(host_.log_texts(),
+              ElementsAre("Epoch(train) [1][100/100]  lr: 1.9900e-03  eta: 0:00:01  time: 0.0100  "
+                          "loss: 49.5000  aux: 5.5000  memory: 169"));
+}
+
 TEST_F(LoggerHookTest, ShowsTheJobsThroughputOverTheIntervalAndTheCurrentRss) {
   auto hook = create(", interval: 2");
   epochs(1, 2);

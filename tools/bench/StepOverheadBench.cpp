@@ -125,14 +125,24 @@ double bare_loop(const rh::config::Node& job, const std::string& job_dir, int64_
          static_cast<double>(iters);
 }
 
-std::string run_and_capture(const std::string& cmd) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot run " + cmd);
+// Runs `cmd` with its output going to the file `log`, read once it has
+// exited. Not through a pipe: each line written into a pipe wakes its reader
+// (this bench), which the scheduler then runs on the writer's CPU, the one
+// measured. Measured (quickstart, 20 epochs, logger interval 50 and
+// metrics): the logger's 60 lines a run took 1.8 us/iteration of
+// runner-host's loop with its output in a pipe, 1.0 with it in a file.
+std::string run_and_capture(const std::string& cmd, const fs::path& log) {
+  const std::string full = cmd + " > " + log.string() + " 2>&1";
+  const int status = std::system(full.c_str());
   std::string output;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
-  if (pclose(pipe) != 0) throw std::runtime_error("failed: " + cmd + "\n" + output);
+  if (FILE* f = std::fopen(log.c_str(), "rb")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) output.append(buf, n);
+    std::fclose(f);
+  }
+  fs::remove(log);
+  if (status != 0) throw std::runtime_error("failed: " + cmd + "\n" + output);
   return output;
 }
 
@@ -155,6 +165,10 @@ struct Variant {
   // own logged times), per iteration, and its ratio: the per-iteration cost
   // of the runner and its hooks apart from the saves themselves.
   std::vector<double> ms_ex_saves, ratio_ex_saves;
+  // runner-host's `hooks:` line: microseconds per iteration in the hooks'
+  // before/after_train_iter handlers, all together, and the last run's split.
+  std::vector<double> hook_us;
+  std::string hook_split;
 };
 
 // Seconds the loop spent in checkpoint saves: the logged time of each
@@ -321,6 +335,7 @@ int main(int argc, char** argv) {
     const fs::path exe = fs::read_symlink("/proc/self/exe");
     const std::string runner = (exe.parent_path() / "runner-host").string();
     const fs::path work = fs::temp_directory_path() / ("rh-bench-" + std::to_string(::getpid()));
+    const fs::path log = work.string() + ".log";  // each run's output
     const std::string ckpt = "{type: checkpoint, interval: 5}";
     const std::string async_io =
         " --set " + shell_quoted("checkpoint_io={type: async, inner: {type: safetensors}}");
@@ -363,6 +378,8 @@ int main(int argc, char** argv) {
     static const std::regex kRunner(
         "train loop: [0-9]+ iterations in [0-9.]+ s \\(([0-9.]+) ms/iteration");
     static const std::regex kIterations("train loop: ([0-9]+) iterations in");
+    static const std::regex kHooks(
+        "hooks: ([0-9.]+) us/iteration in before/after_train_iter \\(([^)]*)\\)");
     std::string pin;  // the taskset prefix of the current pair
     // ms per iteration, and (runner-host) without the loop's time in saves.
     auto run_variant = [&](size_t v) -> std::pair<double, double> {
@@ -370,7 +387,7 @@ int main(int argc, char** argv) {
       if (variants[v].hooks.empty()) {
         cmd = pin + shell_quoted(exe.string()) + " --bare --config " + shell_quoted(config) +
               " --epochs " + std::to_string(epochs) + set_args;
-        const double ms = parse_ms(run_and_capture(cmd), kBare, cmd);
+        const double ms = parse_ms(run_and_capture(cmd, log), kBare, cmd);
         return {ms, ms};
       }
       const fs::path& dir = variants[v].in_memory ? memory_work : work;
@@ -379,9 +396,14 @@ int main(int argc, char** argv) {
             shell_quoted("train_cfg={by_epoch: true, max_epochs: " + std::to_string(epochs) +
                          ", val_interval: 100000000}") +
             " --set " + shell_quoted("hooks=" + variants[v].hooks) + variants[v].sets;
-      const std::string output = run_and_capture(cmd);
+      const std::string output = run_and_capture(cmd, log);
       const double ms = parse_ms(output, kRunner, cmd);
       const double iters = parse_ms(output, kIterations, cmd);
+      std::smatch hooks;
+      if (std::regex_search(output, hooks, kHooks)) {
+        variants[v].hook_us.push_back(std::stod(hooks[1]));
+        variants[v].hook_split = hooks[2];
+      }
       fs::remove_all(dir);
       return {ms, ms - 1e3 * save_seconds(output) / iters};
     };
@@ -443,6 +465,19 @@ int main(int argc, char** argv) {
         print_spread(v.ms_ex_saves, "%.4f (%.4f-%.4f)");
         print_spread(v.ratio_ex_saves, "        %.3f (%.3f-%.3f)");
         std::printf("\n");
+      }
+    }
+    bool hooks = false;
+    for (const Variant& v : variants) hooks = hooks || !v.hook_us.empty();
+    if (hooks) {
+      std::printf(
+          "time in the hooks' before/after_train_iter, us/iteration (runner-host's `hooks:` "
+          "line), median (min-max), and the last run's split:\n");
+      for (const Variant& v : variants) {
+        if (v.hook_us.empty()) continue;
+        std::printf("%-40s ", v.name.c_str());
+        print_spread(v.hook_us, "%.2f (%.2f-%.2f)");
+        std::printf("   %s\n", v.hook_split.c_str());
       }
     }
     std::printf("load average after: %s\n", load_average().c_str());

@@ -54,6 +54,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rh/cpp/metric_names.hpp"
 #include "rh/cpp/plugin.hpp"
 
 namespace {
@@ -209,21 +210,7 @@ class LoggerHook {
   void after_train_iter(const rh_HookEventArgs& e) {
     const rh_RunState& s = *e.state;
     const Clock::time_point now = Clock::now();
-    double iter_time = 0;  // this iteration's `time` (sent before the throughput)
-    for (size_t i = 0; i < e.num_metrics; ++i) {
-      const std::string_view name(e.metrics[i].name.data, e.metrics[i].name.size);
-      const double v = e.metrics[i].value;
-      add_to_window(name, v);
-      if (name == "time") {
-        time_sum_ += v;
-        ++time_count_;
-        iter_time = v;
-      } else if (is_job_throughput(name) && iter_time > 0) {
-        throughput_label_ = name == "job_tokens_per_s" ? "tokens/s" : "samples/s";
-        throughput_items_ += v * iter_time;
-        throughput_seconds_ += iter_time;
-      }
-    }
+    keep(e);
     if (!clock_started_) {
       clock_started_ = true;
       clock_start_ = now;
@@ -233,6 +220,7 @@ class LoggerHook {
     const Progress p = progress(s, false);
     const bool line_due = p.done % interval_ == 0 || p.end_of_epoch || p.end_of_run;
     if (line_due) {
+      fold_kept();
       report_ = fields(eta_seconds(s, now));
       clear_window();
     }
@@ -246,6 +234,43 @@ class LoggerHook {
       last_draw_ = now;
     }
     if (last) end_bar_line();
+  }
+
+  // Keeps an iteration's values; they are added to the window at the next
+  // line (or every kKeptRows iterations). Adding them as they came ran cold
+  // every iteration (the model's work in between evicts this code and the
+  // window from the caches); an iteration now only copies its numbers.
+  void keep(const rh_HookEventArgs& e) {
+    if (!kept_names_.same_as(e)) {
+      fold_kept();
+      kept_names_.assign(e);
+    }
+    for (size_t i = 0; i < e.num_metrics; ++i) kept_values_.push_back(e.metrics[i].value);
+    if (++kept_rows_ == kKeptRows) fold_kept();
+  }
+
+  // Adds the kept iterations to the window, in the order they came.
+  void fold_kept() {
+    const size_t n = kept_names_.size();
+    for (size_t row = 0; row < kept_rows_; ++row) {
+      double iter_time = 0;  // this iteration's `time` (sent before the throughput)
+      for (size_t i = 0; i < n; ++i) {
+        const std::string_view name = kept_names_[i];
+        const double v = kept_values_[row * n + i];
+        add_to_window(name, v);
+        if (name == "time") {
+          time_sum_ += v;
+          ++time_count_;
+          iter_time = v;
+        } else if (is_job_throughput(name) && iter_time > 0) {
+          throughput_label_ = name == "job_tokens_per_s" ? "tokens/s" : "samples/s";
+          throughput_items_ += v * iter_time;
+          throughput_seconds_ += iter_time;
+        }
+      }
+    }
+    kept_values_.clear();
+    kept_rows_ = 0;
   }
 
   // The window keeps its items (names) across lines, so the same metrics
@@ -377,6 +402,10 @@ class LoggerHook {
   bool by_epoch_ = true;
   bool bar_ = false;
 
+  static constexpr size_t kKeptRows = 64;  // iterations kept at most before they are added
+  rh::MetricNames kept_names_;             // the kept iterations' metric names
+  std::vector<double> kept_values_;        // their values, an iteration after another
+  size_t kept_rows_ = 0;
   std::vector<WindowItem> window_;
   std::string report_;  // the fields of the last line (what the bar shows)
   double time_sum_ = 0;
