@@ -77,7 +77,7 @@ HookInstance::~HookInstance() {
 
 void HookInstance::on_event(const rh_HookEventArgs& args) {
   auto fn = std::get<rh_HookVtable>(info_.component->vtable).OnEvent;
-  rh_Error* err = call_plugin(info_.what + " OnEvent", [&] { return fn(handle_, &args); });
+  rh_Error* err = call_plugin(info_.what, "OnEvent", [&] { return fn(handle_, &args); });
   throw_if_error(err, info_.what);
 }
 

@@ -216,6 +216,24 @@ TEST_F(PluginRegistryTest, ExceptionEscapingCreateIsContained) {
   EXPECT_THAT(msg, HasSubstr("boom from create"));
 }
 
+// The same from OnEvent, the call made at every event: the error names the
+// hook and the entry.
+TEST_F(PluginRegistryTest, ExceptionEscapingOnEventIsContained) {
+  auto hook = create_hook("{type: event_throws, " + plugin_key("rh_test_create_throws") + "}");
+  rh_RunState state{};
+  rh_HookEventArgs args{RH_HOOK_EVENT_ARGS_STRUCT_SIZE,
+                        RH_EVENT_AFTER_TRAIN_ITER,
+                        &state,
+                        nullptr,
+                        0,
+                        nullptr,
+                        {"", 0}};
+  const std::string msg = host_error([&] { hook->on_event(args); });
+  EXPECT_THAT(msg, HasSubstr("hook 'event_throws'"));
+  EXPECT_THAT(msg, HasSubstr("OnEvent let a C++ exception escape through the C ABI"));
+  EXPECT_THAT(msg, HasSubstr("boom from on_event"));
+}
+
 TEST_F(PluginRegistryTest, HelperTrampolineTurnsExceptionsIntoErrors) {
   std::string msg = create_hook_error("{type: helper_hook, fail: true, " +
                                       plugin_key("rh_test_helper_hook") + "}");

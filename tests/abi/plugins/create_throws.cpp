@@ -4,6 +4,8 @@
 //
 // Type `create_throws`: the host must contain it — report an error naming
 // the plugin and the type ("boom from create") instead of terminating.
+// Type `event_throws`: created fine, its OnEvent throws ("boom from
+// on_event"); the host reports it naming the hook and the entry.
 #include <cstdlib>
 #include <stdexcept>
 
@@ -41,9 +43,27 @@ static const rh_HookVtable kVtable = {
     RH_HOOK_VTABLE_STRUCT_SIZE, CreateThrows_Create, CreateThrows_Destroy, nullptr, nullptr,
     CreateThrows_OnEvent};
 
+static rh_Error* EventThrows_Create(const rh_CreateArgs* args, rh_HookInstance** out) {
+  *out = reinterpret_cast<rh_HookInstance*>(new ThrowingHook{args->host});
+  return nullptr;
+}
+
+static rh_Error* EventThrows_OnEvent(rh_HookInstance* instance, const rh_HookEventArgs* args) {
+  (void)instance;
+  (void)args;
+  throw std::runtime_error("boom from on_event");
+}
+
+static const rh_HookVtable kEventThrowsVtable = {
+    RH_HOOK_VTABLE_STRUCT_SIZE, EventThrows_Create, CreateThrows_Destroy, nullptr, nullptr,
+    EventThrows_OnEvent};
+
 static const rh_Component kComponents[] = {
     {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_HOOK, RH_STR("create_throws"),
-     RH_STR("Create throws a C++ exception across the C ABI (host contains it)"), &kVtable}};
+     RH_STR("Create throws a C++ exception across the C ABI (host contains it)"), &kVtable},
+    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_HOOK, RH_STR("event_throws"),
+     RH_STR("OnEvent throws a C++ exception across the C ABI (host contains it)"),
+     &kEventThrowsVtable}};
 
 static const rh_PluginInfo kInfo = {RH_PLUGIN_INFO_STRUCT_SIZE,
                                     RH_ABI_VERSION_MAJOR,
@@ -52,7 +72,7 @@ static const rh_PluginInfo kInfo = {RH_PLUGIN_INFO_STRUCT_SIZE,
                                     RH_STR("0.1.0"),
                                     RH_NATIVE_TAG_NONE,
                                     kComponents,
-                                    1,
+                                    2,
                                     nullptr,
                                     nullptr};
 
