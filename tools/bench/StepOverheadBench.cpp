@@ -44,7 +44,8 @@
 //   counts instead (tools/bench/step_instructions.sh: callgrind on
 //   runner-host and on this binary's --bare).
 // Printed: every round's ratios, then per variant the median over rounds of
-// ms/iteration and of the ratio, each with its spread (min-max), and the load
+// ms/iteration and of the ratio, each with its spread (min-max), the time
+// runner-host's `hooks:` line gives the hooks per iteration, and the load
 // average before and after (a figure taken under load says so). Variants
 // with checkpoint saves are printed again without the time the loop spent in
 // them (each save's logged time; for `checkpoint_io: async`, what the loop
