@@ -56,21 +56,21 @@ HookDispatcher::HookDispatcher(host::HostServices& services,
     hooks_.push_back(std::move(h));
     state_keys_.push_back(std::move(key));
   }
-  iteration_seconds_.assign(hooks_.size(), 0.0);
+  seconds_.assign(hooks_.size(), 0.0);
+  nested_.reserve(8);
 }
 
 std::string HookDispatcher::prefix(size_t index) const { return state_keys_[index]; }
 
-std::vector<std::pair<std::string, double>> HookDispatcher::iteration_seconds() const {
+std::vector<std::pair<std::string, double>> HookDispatcher::seconds_in_hooks() const {
   std::vector<std::pair<std::string, double>> out;
   for (size_t i = 0; i < hooks_.size(); ++i) {
-    const host::HookInstance& h = *hooks_[i];
-    if (!h.wants(RH_EVENT_BEFORE_TRAIN_ITER) && !h.wants(RH_EVENT_AFTER_TRAIN_ITER)) continue;
     // state_keys_[i] is "hooks.<type>.<n>.": the n-th of its type.
     const std::string& key = state_keys_[i];
     const size_t dot = key.find_last_of('.', key.size() - 2);
     const std::string n = key.substr(dot + 1, key.size() - dot - 2);
-    out.emplace_back(n == "0" ? h.type() : h.type() + "#" + n, iteration_seconds_[i]);
+    const std::string& type = hooks_[i]->type();
+    out.emplace_back(n == "0" ? type : type + "#" + n, seconds_[i]);
   }
   return out;
 }
@@ -88,6 +88,7 @@ bool HookDispatcher::has_type(const std::string& type) const {
 void HookDispatcher::destroy_hooks() {
   hooks_.clear();
   state_keys_.clear();
+  seconds_.clear();
 }
 
 namespace {
@@ -121,20 +122,23 @@ void HookDispatcher::call(size_t index, rh_HookEvent event, rh_Metric* metrics, 
                           rh_StateDict* dict, const std::string& dir) {
   host::HookInstance& hook = *hooks_[index];
   if (!hook.wants(event)) return;
-  // Timed only around the two per-iteration events: two clock reads (~50 ns
-  // here) per hook and iteration, against the microseconds a hook takes.
-  const bool timed = event == RH_EVENT_BEFORE_TRAIN_ITER || event == RH_EVENT_AFTER_TRAIN_ITER;
-  const auto start =
-      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  struct AddTime {  // also when the hook throws
-    bool timed;
-    std::chrono::steady_clock::time_point start;
-    double& total;
-    ~AddTime() {
-      if (timed)
-        total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Two clock reads per call (~50 ns here), against the microseconds a
+  // hook takes. The time of the calls this one sets off (nested_) is theirs.
+  using Clock = std::chrono::steady_clock;
+  struct Timed {  // also when the hook throws
+    HookDispatcher& d;
+    size_t index;
+    Clock::time_point start = Clock::now();
+    Timed(HookDispatcher& dispatcher, size_t i) : d(dispatcher), index(i) {
+      d.nested_.push_back(0);
     }
-  } add_time{timed, start, iteration_seconds_[index]};
+    ~Timed() {
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      d.seconds_[index] += s - d.nested_.back();
+      d.nested_.pop_back();
+      if (!d.nested_.empty()) d.nested_.back() += s;
+    }
+  } timed(*this, index);
   rh_RunState state = services_.run_state();
   rh_HookEventArgs args{RH_HOOK_EVENT_ARGS_STRUCT_SIZE, event, &state, metrics, num_metrics, dict,
                         {dir.data(), dir.size()}};

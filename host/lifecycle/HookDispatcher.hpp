@@ -47,12 +47,12 @@ class HookDispatcher {
   // Checkpoint_Save only from some events.
   rh_HookEvent current_event() const { return current_; }
   size_t size() const { return hooks_.size(); }
-  // Seconds each hook has spent in its before_train_iter and after_train_iter
-  // handlers (what a hook adds to every iteration; a hook that saves from
-  // after_train_iter includes its saves), with the hook's name: its type,
-  // `#n` added for the n-th (n >= 1) hook of a type. Only the hooks
-  // subscribed to either event, in dispatch order.
-  std::vector<std::pair<std::string, double>> iteration_seconds() const;
+  // Seconds each hook has spent in its handlers so far, every event, less
+  // the handlers of the events it set off itself (a checkpoint hook's
+  // before_save_checkpoint to the other hooks counts for them, once): the
+  // time the run spent in each hook's code. Named by type, `#n` added for
+  // the n-th (n >= 1) hook of a type; in dispatch order.
+  std::vector<std::pair<std::string, double>> seconds_in_hooks() const;
   bool has_type(const std::string& type) const;
   // Destroys every hook instance (teardown, before the communicator goes).
   void destroy_hooks();
@@ -66,7 +66,8 @@ class HookDispatcher {
   host::HostServices& services_;
   std::vector<std::unique_ptr<host::HookInstance>> hooks_;  // sorted by priority
   std::vector<std::string> state_keys_;                     // per hooks_ entry: "hooks.<type>.<n>."
-  std::vector<double> iteration_seconds_;                   // per hooks_ entry
+  std::vector<double> seconds_;                             // per hooks_ entry
+  std::vector<double> nested_;  // per call in progress: seconds in the calls it set off
   rh_HookEvent current_ = RH_EVENT_COUNT_V1;
 };
 

@@ -246,6 +246,7 @@ struct Runner::State {
   }
 
   void train_loop() {
+    const auto hooks_before = hooks.seconds_in_hooks();
     hooks.fire(RH_EVENT_BEFORE_TRAIN);
     const auto loop_start = Clock::now();
     RunProgress& p = progress;
@@ -335,24 +336,27 @@ struct Runner::State {
     const int64_t ran = p.iters_done - first_iter;
     spdlog::info("train loop: {} iterations in {:.3f} s ({:.4f} ms/iteration, validation included)",
                  ran, loop_s, ran > 0 ? 1e3 * loop_s / static_cast<double>(ran) : 0.0);
-    log_hook_times(ran);
+    log_hook_times(hooks_before, ran);
     set_state(RH_MODE_TRAIN, p.epochs_done, p.iters_done, p.inner_done);
     hooks.fire(RH_EVENT_AFTER_TRAIN);
   }
 
-  // What the hooks added to each iteration (their before/after_train_iter
-  // handlers), per hook: on small models a hook's few microseconds show.
-  void log_hook_times(int64_t iterations) const {
-    const auto times = hooks.iteration_seconds();
-    if (times.empty() || iterations <= 0) return;
+  // The time the hooks took during the train loop, per iteration and per
+  // hook (`before`: seconds_in_hooks() when the loop began): on small
+  // models a hook's few microseconds an iteration show.
+  void log_hook_times(const std::vector<std::pair<std::string, double>>& before,
+                      int64_t iterations) const {
+    const auto after = hooks.seconds_in_hooks();
+    if (after.empty() || after.size() != before.size() || iterations <= 0) return;
     double total = 0;
     std::string each;
-    for (const auto& [name, seconds] : times) {
-      const double us = 1e6 * seconds / static_cast<double>(iterations);
+    for (size_t i = 0; i < after.size(); ++i) {
+      const double us =
+          1e6 * (after[i].second - before[i].second) / static_cast<double>(iterations);
       total += us;
-      each += fmt::format("{}{} {:.2f}", each.empty() ? "" : ", ", name, us);
+      each += fmt::format("{}{} {:.2f}", each.empty() ? "" : ", ", after[i].first, us);
     }
-    spdlog::info("hooks: {:.2f} us/iteration in before/after_train_iter ({})", total, each);
+    spdlog::info("hooks: {:.2f} us/iteration during the train loop ({})", total, each);
   }
 
   // MMEngine's rule: from val_begin on, every val_interval, and at the end.

@@ -614,10 +614,10 @@ TEST_F(LifecycleTest, TraitsTheHostCannotHonourAreRefused) {
 
 // ---- What the hooks cost per iteration ----------------------------------------
 
-// The `hooks:` line after the train loop's: each hook's time in its
-// before/after_train_iter handlers per iteration, named by type (`#n` for the
-// n-th repeat), summed in front.
-TEST_F(LifecycleTest, TheTrainLoopLineIsFollowedByWhatEachHookAddedToAnIteration) {
+// The `hooks:` line after the train loop's: the time each hook's handlers
+// took during the loop, per iteration, named by type (`#n` for the n-th
+// repeat), summed in front.
+TEST_F(LifecycleTest, TheTrainLoopLineIsFollowedByTheTimeEachHookTook) {
   Job job;
   job.val = false;
   const std::string slow = "  - {type: slow_hook, plugin: " + test_plugin("raise_signal").string();
@@ -625,8 +625,7 @@ TEST_F(LifecycleTest, TheTrainLoopLineIsFollowedByWhatEachHookAddedToAnIteration
   auto r = run(job);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch line;
-  const std::regex hooks_line(
-      "hooks: ([0-9.]+) us/iteration in before/after_train_iter \\(([^)]*)\\)");
+  const std::regex hooks_line("hooks: ([0-9.]+) us/iteration during the train loop \\(([^)]*)\\)");
   ASSERT_TRUE(std::regex_search(r.output, line, hooks_line)) << r.output;
   std::map<std::string, double> each;
   const std::string split = line[2];
@@ -634,13 +633,13 @@ TEST_F(LifecycleTest, TheTrainLoopLineIsFollowedByWhatEachHookAddedToAnIteration
   for (auto it = std::sregex_iterator(split.begin(), split.end(), item);
        it != std::sregex_iterator(); ++it)
     each[(*it)[1]] = std::stod((*it)[3]);
-  ASSERT_EQ(each.size(), 3u) << split;  // the trace hook subscribes to every event
+  ASSERT_EQ(each.size(), 3u) << split;
   ASSERT_TRUE(each.count("trace") && each.count("slow_hook") && each.count("slow_hook#1")) << split;
   EXPECT_GE(each["slow_hook"], 3000.0) << split;  // it sleeps 3 ms in each after_train_iter
-  EXPECT_LT(each["slow_hook#1"], 3000.0) << split;
-  EXPECT_NEAR(std::stod(line[1]), each["trace"] + each["slow_hook"] + each["slow_hook#1"], 0.02)
+  EXPECT_GT(each["trace"], 0.0) << split;         // it writes every event
+  EXPECT_NEAR(std::stod(line[1]), each["trace"] + each["slow_hook"] + each["slow_hook#1"], 0.03)
       << r.output;
-  // No hook that takes an iteration's events: no line.
+  // No hooks: no line.
   auto none = run(job, "--set 'hooks=[]'");
   ASSERT_EQ(none.exit_code, 0) << none.output;
   EXPECT_THAT(none.output, HasSubstr("train loop:"));

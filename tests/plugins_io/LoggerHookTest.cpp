@@ -147,6 +147,18 @@ TEST_F(LoggerHookTest, AveragesOverTheWholeIntervalWhateverTheMetricsEachIterati
                           "loss: 49.5000  aux: 5.5000  memory: 169"));
 }
 
+// The kept values are added in the order they came: a mean whose value
+// depends on that order (1e16 - 1e16 + 1 is 1; 1 - 1e16 + 1e16 is 0 in doubles).
+TEST_F(LoggerHookTest, AddsTheKeptValuesInTheOrderTheyCame) {
+  auto hook = create(", interval: 3");
+  epochs(1, 3);
+  train_iter(*hook, 0, {{"loss", 1e16}, {"time", 0.01}});
+  train_iter(*hook, 1, {{"loss", -1e16}, {"time", 0.01}});
+  train_iter(*hook, 2, {{"loss", 1.0}, {"time", 0.01}});
+  EXPECT_THAT(host_.log_texts(),
+              ElementsAre("Epoch(train) [1][3/3]  eta: 0:00:00  time: 0.0100  loss: 0.3333"));
+}
+
 TEST_F(LoggerHookTest, ShowsTheJobsThroughputOverTheIntervalAndTheCurrentRss) {
   auto hook = create(", interval: 2");
   epochs(1, 2);

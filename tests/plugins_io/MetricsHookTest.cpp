@@ -164,6 +164,35 @@ TEST_F(MetricsHookTest, KeepsLinesUntilAFlushIsDue) {
   EXPECT_EQ(read_file(file()), expected);
 }
 
+// Lines are kept as numbers and formatted at the flush: lines with other
+// names in between (a metric sent every other iteration, a name taken by a
+// fixed key) are written as each came.
+TEST_F(MetricsHookTest, KeptLinesWithDifferentNamesAreWrittenAsTheyCame) {
+  auto hook = host_.create_hook("{type: metrics, flush_lines: 10, flush_seconds: 3600}");
+  train_iter(*hook, 0, 0, {{"loss", 0.5}});
+  train_iter(*hook, 0, 1, {{"loss", 0.25}, {"grad_norm", 3}});
+  train_iter(*hook, 0, 2, {{"loss", 0.125}});
+  train_iter(*hook, 0, 3, {{"loss", 1}, {"iter", 7}, {"lr", 0.1}});
+  train_iter(*hook, 0, 4, {{"loss", 2}, {"grad_norm", 4}});
+  EXPECT_EQ(read_file(file()), "");
+  event_.metrics.clear();
+  ASSERT_EQ(event_.send(*hook, RH_EVENT_AFTER_TRAIN_EPOCH), "");
+  EXPECT_EQ(read_file(file()),
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"loss\": 0.5}\n"
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 2, \"loss\": 0.25, \"grad_norm\": 3}\n"
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 3, \"loss\": 0.125}\n"
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 4, \"loss\": 1, \"lr\": 0.1}\n"
+            "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 5, \"loss\": 2, \"grad_norm\": 4}\n");
+  EXPECT_THAT(host_.log_texts(), ::testing::Contains(HasSubstr("metric 'iter' is left out")));
+  // After the flush, the same names again: still written as they came.
+  train_iter(*hook, 0, 5, {{"loss", 3}, {"grad_norm", 5}});
+  ASSERT_EQ(event_.send(*hook, RH_EVENT_AFTER_TRAIN), "");
+  EXPECT_THAT(
+      read_file(file()),
+      ::testing::EndsWith(
+          "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 6, \"loss\": 3, \"grad_norm\": 5}\n"));
+}
+
 TEST_F(MetricsHookTest, WritesKeptLinesOnceTheOldestIsFlushSecondsOld) {
   auto hook = host_.create_hook("{type: metrics, flush_lines: 1000, flush_seconds: 0}");
   train_iter(*hook, 0, 0, {{"loss", 1}});

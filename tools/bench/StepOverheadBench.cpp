@@ -126,6 +126,13 @@ double bare_loop(const rh::config::Node& job, const std::string& job_dir, int64_
          static_cast<double>(iters);
 }
 
+// For /bin/sh: in single quotes, each ' written as '\''.
+std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 // Runs `cmd` with its output going to the file `log`, read once it has
 // exited. Not through a pipe: each line written into a pipe wakes its reader
 // (this bench), which the scheduler then runs on the writer's CPU, the one
@@ -133,7 +140,7 @@ double bare_loop(const rh::config::Node& job, const std::string& job_dir, int64_
 // metrics): the logger's 60 lines a run took 1.8 us/iteration of
 // runner-host's loop with its output in a pipe, 1.0 with it in a file.
 std::string run_and_capture(const std::string& cmd, const fs::path& log) {
-  const std::string full = cmd + " > " + log.string() + " 2>&1";
+  const std::string full = cmd + " > " + shell_quoted(log.string()) + " 2>&1";
   const int status = std::system(full.c_str());
   std::string output;
   if (FILE* f = std::fopen(log.c_str(), "rb")) {
@@ -142,7 +149,8 @@ std::string run_and_capture(const std::string& cmd, const fs::path& log) {
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) output.append(buf, n);
     std::fclose(f);
   }
-  fs::remove(log);
+  std::error_code ec;
+  fs::remove(log, ec);
   if (status != 0) throw std::runtime_error("failed: " + cmd + "\n" + output);
   return output;
 }
@@ -167,7 +175,7 @@ struct Variant {
   // of the runner and its hooks apart from the saves themselves.
   std::vector<double> ms_ex_saves, ratio_ex_saves;
   // runner-host's `hooks:` line: microseconds per iteration in the hooks'
-  // before/after_train_iter handlers, all together, and the last run's split.
+  // handlers during the train loop, all together, and the last run's split.
   std::vector<double> hook_us;
   std::string hook_split;
 };
@@ -184,13 +192,6 @@ double save_seconds(const std::string& output) {
          it != std::sregex_iterator(); ++it)
       total += std::stod((*it)[1]);
   return total;
-}
-
-// For /bin/sh: in single quotes, each ' written as '\''.
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 double median(std::vector<double> v) {
@@ -380,7 +381,7 @@ int main(int argc, char** argv) {
         "train loop: [0-9]+ iterations in [0-9.]+ s \\(([0-9.]+) ms/iteration");
     static const std::regex kIterations("train loop: ([0-9]+) iterations in");
     static const std::regex kHooks(
-        "hooks: ([0-9.]+) us/iteration in before/after_train_iter \\(([^)]*)\\)");
+        "hooks: ([0-9.]+) us/iteration during the train loop \\(([^)]*)\\)");
     std::string pin;  // the taskset prefix of the current pair
     // ms per iteration, and (runner-host) without the loop's time in saves.
     auto run_variant = [&](size_t v) -> std::pair<double, double> {
@@ -472,7 +473,7 @@ int main(int argc, char** argv) {
     for (const Variant& v : variants) hooks = hooks || !v.hook_us.empty();
     if (hooks) {
       std::printf(
-          "time in the hooks' before/after_train_iter, us/iteration (runner-host's `hooks:` "
+          "time in the hooks during the train loop, us/iteration (runner-host's `hooks:` "
           "line), median (min-max), and the last run's split:\n");
       for (const Variant& v : variants) {
         if (v.hook_us.empty()) continue;

@@ -25,20 +25,24 @@ class MetricNames {
  public:
   // Whether `e` carries exactly these names, in this order.
   bool same_as(const rh_HookEventArgs& e) const {
-    if (names_.size() != e.num_metrics) return false;
-    for (size_t i = 0; i < e.num_metrics; ++i)
+    if (size_ != e.num_metrics) return false;
+    for (size_t i = 0; i < size_; ++i)
       if (names_[i] != metric_name(e.metrics[i])) return false;
     return true;
   }
+  // Takes `e`'s names. The strings are kept and reused: names that come and
+  // go (a metric sent every other event) allocate nothing once seen.
   void assign(const rh_HookEventArgs& e) {
-    names_.resize(e.num_metrics);
-    for (size_t i = 0; i < e.num_metrics; ++i) names_[i].assign(metric_name(e.metrics[i]));
+    if (names_.size() < e.num_metrics) names_.resize(e.num_metrics);
+    size_ = e.num_metrics;
+    for (size_t i = 0; i < size_; ++i) names_[i].assign(metric_name(e.metrics[i]));
   }
-  size_t size() const { return names_.size(); }
+  size_t size() const { return size_; }
   const std::string& operator[](size_t i) const { return names_[i]; }
 
  private:
-  std::vector<std::string> names_;
+  std::vector<std::string> names_;  // the first size_ are the names
+  size_t size_ = 0;
 };
 
 }  // namespace rh
