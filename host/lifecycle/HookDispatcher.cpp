@@ -42,19 +42,28 @@ const char* event_name(rh_HookEvent event) {
 HookDispatcher::HookDispatcher(host::HostServices& services,
                                std::vector<std::unique_ptr<host::HookInstance>> hooks)
     : services_(services) {
-  // State keys from the job-file order (before sorting by priority).
+  // State keys and names from the job-file order (before sorting by
+  // priority): the n-th hook of a type is "hooks.<type>.<n>." and, n >= 1,
+  // "<type>#<n>".
+  struct Keyed {
+    std::unique_ptr<host::HookInstance> hook;
+    std::string key, name;
+  };
   std::map<std::string, int> seen;
-  std::vector<std::pair<std::unique_ptr<host::HookInstance>, std::string>> keyed;
+  std::vector<Keyed> keyed;
   for (auto& h : hooks) {
-    const std::string key = "hooks." + h->type() + "." + std::to_string(seen[h->type()]++) + ".";
-    keyed.emplace_back(std::move(h), key);
+    const std::string n = std::to_string(seen[h->type()]++);
+    const std::string key = "hooks." + h->type() + "." + n + ".";
+    const std::string name = n == "0" ? h->type() : h->type() + "#" + n;
+    keyed.push_back({std::move(h), key, name});
   }
-  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
-    return a.first->priority() < b.first->priority();
+  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+    return a.hook->priority() < b.hook->priority();
   });
-  for (auto& [h, key] : keyed) {
-    hooks_.push_back(std::move(h));
-    state_keys_.push_back(std::move(key));
+  for (Keyed& k : keyed) {
+    hooks_.push_back(std::move(k.hook));
+    state_keys_.push_back(std::move(k.key));
+    names_.push_back(std::move(k.name));
   }
   seconds_.assign(hooks_.size(), 0.0);
   nested_.reserve(8);
@@ -64,14 +73,7 @@ std::string HookDispatcher::prefix(size_t index) const { return state_keys_[inde
 
 std::vector<std::pair<std::string, double>> HookDispatcher::seconds_in_hooks() const {
   std::vector<std::pair<std::string, double>> out;
-  for (size_t i = 0; i < hooks_.size(); ++i) {
-    // state_keys_[i] is "hooks.<type>.<n>.": the n-th of its type.
-    const std::string& key = state_keys_[i];
-    const size_t dot = key.find_last_of('.', key.size() - 2);
-    const std::string n = key.substr(dot + 1, key.size() - dot - 2);
-    const std::string& type = hooks_[i]->type();
-    out.emplace_back(n == "0" ? type : type + "#" + n, seconds_[i]);
-  }
+  for (size_t i = 0; i < hooks_.size(); ++i) out.emplace_back(names_[i], seconds_[i]);
   return out;
 }
 
@@ -88,6 +90,7 @@ bool HookDispatcher::has_type(const std::string& type) const {
 void HookDispatcher::destroy_hooks() {
   hooks_.clear();
   state_keys_.clear();
+  names_.clear();
   seconds_.clear();
 }
 

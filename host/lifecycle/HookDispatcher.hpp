@@ -66,8 +66,9 @@ class HookDispatcher {
   host::HostServices& services_;
   std::vector<std::unique_ptr<host::HookInstance>> hooks_;  // sorted by priority
   std::vector<std::string> state_keys_;                     // per hooks_ entry: "hooks.<type>.<n>."
-  std::vector<double> seconds_;                             // per hooks_ entry
-  std::vector<double> nested_;  // per call in progress: seconds in the calls it set off
+  std::vector<std::string> names_;  // per hooks_ entry: "<type>", "<type>#<n>" for n >= 1
+  std::vector<double> seconds_;     // per hooks_ entry
+  std::vector<double> nested_;      // per call in progress: seconds in the calls it set off
   rh_HookEvent current_ = RH_EVENT_COUNT_V1;
 };
 
