@@ -33,7 +33,15 @@ if [ ${#TESTS[@]} -eq 0 ]; then
 fi
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRH_SANITIZE="$SAN" >/dev/null
 cmake --build "$BUILD" -j "$(nproc --all)" --target "${TESTS[@]}"
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+# intercept_tls_get_addr=0: GCC 12's sanitizer runtime takes a dynamic TLS
+# block for one with glibc 2.19's header whenever the block happens to start
+# at that offset in its page, reads a bogus range from it, and LeakSanitizer's
+# tracer then dies at exit with "Tracer caught signal 11" after every test
+# passed (rh_plugin_host_tests, which dlopens the test plugins: 9 of 20 runs
+# here; none of 20 with the option). Known upstream (google/sanitizers
+# #1322, fixed after GCC 13 / LLVM 16). Leaks are still found; only
+# pointers held solely in a plugin's thread_local would read as leaks.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tools/sanitizers/tsan.supp}"
 failed=()
