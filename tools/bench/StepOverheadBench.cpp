@@ -5,6 +5,7 @@
 //   build/bin/rh_bench_step_overhead [--config configs/quickstart.yaml] [--epochs 20]
 //                                    [--rounds 7] [--cpus 1|0,1|none] [--only REGEX]
 //                                    [--set KEY=VALUE ...]
+//   (run by itself: --bare [--save-interval N --save-dir DIR])
 //
 // The bare loop builds the job's model, dataset, loader and optimizer with the
 // code runner-host uses, then runs, for every epoch: next batch -> forward ->
@@ -55,6 +56,14 @@
 // (/dev/shm, tmpfs, where fsync has nothing to wait for): the runner's and
 // the hooks' whole work, the saves' serialisation and file operations
 // included, without what the storage takes to make them durable.
+// The bare loop saving durably (--bare --save-interval N --save-dir DIR:
+// after every N epochs, the model's and the optimizer's tensors in one
+// torch::save archive, fsynced, renamed into place, the directory fsynced)
+// is measured against the bare loop, and logger + metrics + checkpoint once
+// more against it as its peer: a loop that checkpoints pays for durable
+// writes whoever makes them, and this pair shows what the runner and its
+// hooks cost beyond that.
+#include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/vfs.h>
 #include <torch/torch.h>
@@ -64,6 +73,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -81,8 +91,44 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// ms per iteration of a bare loop over `epochs` epochs (and one validation).
-double bare_loop(const rh::config::Node& job, const std::string& job_dir, int64_t epochs) {
+// What a careful LibTorch user writes to checkpoint a loop: the model's and
+// the optimizer's tensors in one torch::save archive, written aside,
+// fsynced, renamed into place and the directory fsynced (2 fsyncs; the
+// runner's safetensors save makes 8, for three files, meta.json and
+// `latest`). The peer that shows what the checkpoint hook costs beyond a
+// durable save of the same state.
+void save_durably(const fs::path& dir, int64_t epoch, rh::model::Model& model,
+                  rh::optim::OptimWrapper& optim) {
+  torch::serialize::OutputArchive archive;
+  for (const auto& t : model.named_parameters()) archive.write("model." + t.name, t.tensor);
+  for (const auto& t : model.named_buffers()) archive.write("model." + t.name, t.tensor, true);
+  for (const auto& t : optim.state_tensors(/*copy=*/false))
+    archive.write("optim." + t.name, t.tensor);
+  const fs::path file = dir / ("epoch_" + std::to_string(epoch) + ".pt");
+  const fs::path tmp = file.string() + ".tmp";
+  try {
+    archive.save_to(tmp.string());
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("--bare --save-interval: cannot write " + tmp.string() + ": " +
+                             e.what_without_backtrace());
+  }
+  auto fsync_path = [](const fs::path& p, int flags) {
+    const int fd = ::open(p.c_str(), flags | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0)
+      throw std::runtime_error("--bare --save-interval: cannot fsync " + p.string() + ": " +
+                               std::strerror(errno));
+    ::close(fd);
+  };
+  fsync_path(tmp, O_RDONLY);
+  fs::rename(tmp, file);
+  fsync_path(dir, O_RDONLY | O_DIRECTORY);
+}
+
+// ms per iteration of a bare loop over `epochs` epochs (and one validation);
+// with save_interval > 0, saving durably (save_durably) into save_dir after
+// every save_interval epochs, as the checkpoint hook does with `interval`.
+double bare_loop(const rh::config::Node& job, const std::string& job_dir, int64_t epochs,
+                 int64_t save_interval, const fs::path& save_dir) {
   const uint64_t seed = job.find("seed") ? static_cast<uint64_t>(job.find("seed")->as_int()) : 0;
   torch::manual_seed(seed);
   auto model = rh::model::build_model(*job.find("model"), seed, job_dir);
@@ -112,6 +158,8 @@ double bare_loop(const rh::config::Node& job, const std::string& job_dir, int64_
       optim.zero_grad();
       ++iters;
     }
+    if (save_interval > 0 && (epoch + 1) % save_interval == 0)
+      save_durably(save_dir, epoch + 1, *model, optim);
   }
   if (val_loader) {
     model->train(false);
@@ -166,9 +214,11 @@ struct Variant {
   Variant(std::string n, std::string h, std::string s)
       : name(std::move(n)), hooks(std::move(h)), sets(std::move(s)) {}
   std::string name;
-  std::string hooks;       // YAML list; empty: the bare loop
-  std::string sets;        // more --set arguments (e.g. the checkpoint IO)
-  bool in_memory = false;  // work_dir on tmpfs (/dev/shm), not in the temporary directory
+  std::string hooks;          // YAML list; empty: the bare loop
+  std::string sets;           // more --set arguments (e.g. the checkpoint IO)
+  bool in_memory = false;     // work_dir on tmpfs (/dev/shm), not in the temporary directory
+  int64_t save_interval = 0;  // the bare loop: save durably every N epochs (0: never)
+  size_t peer = 0;            // the variant each run is paired with: the bare loop, or another
   std::vector<double> ms, ratio;
   // The loop's time without what it waited for checkpoint saves (the saves'
   // own logged times), per iteration, and its ratio: the per-iteration cost
@@ -286,11 +336,17 @@ int main(int argc, char** argv) {
   std::string only;
   std::vector<std::string> sets;  // --set: job overrides, for both sides
   bool bare_child = false;
+  int64_t save_interval = 0;  // --bare: save durably every N epochs into --save-dir
+  std::string save_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
     if (a == "--bare") {
       bare_child = true;
+    } else if (a == "--save-interval" && has_value) {  // with --bare
+      save_interval = std::stoll(argv[++i]);
+    } else if (a == "--save-dir" && has_value) {
+      save_dir = argv[++i];
     } else if (a == "--config" && has_value) {
       config = argv[++i];
     } else if (a == "--epochs" && has_value) {
@@ -316,6 +372,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--epochs and --rounds must be >= 1\n");
     return 2;
   }
+  if (save_interval < 0 || (save_interval > 0 && (!bare_child || save_dir.empty()))) {
+    std::fprintf(stderr, "--save-interval N (>= 1) goes with --bare and --save-dir DIR\n");
+    return 2;
+  }
   if (cpus.empty() || cpus.find_first_not_of("0123456789,-") != std::string::npos) {
     if (cpus != "none" && cpus != "auto") {
       std::fprintf(
@@ -331,14 +391,16 @@ int main(int argc, char** argv) {
     for (const std::string& s : sets) set_args += " --set " + shell_quoted(s);
     const std::string job_dir = fs::absolute(config).parent_path().string();
     if (bare_child) {
-      std::printf("bare loop: %.6f ms/iteration\n", bare_loop(*job.root, job_dir, epochs));
+      std::printf("bare loop: %.6f ms/iteration\n",
+                  bare_loop(*job.root, job_dir, epochs, save_interval, save_dir));
       return 0;
     }
     const fs::path exe = fs::read_symlink("/proc/self/exe");
     const std::string runner = (exe.parent_path() / "runner-host").string();
     const fs::path work = fs::temp_directory_path() / ("rh-bench-" + std::to_string(::getpid()));
     const fs::path log = work.string() + ".log";  // each run's output
-    const std::string ckpt = "{type: checkpoint, interval: 5}";
+    constexpr int64_t kSaveInterval = 5;          // epochs, the quickstart's
+    const std::string ckpt = "{type: checkpoint, interval: " + std::to_string(kSaveInterval) + "}";
     const std::string async_io =
         " --set " + shell_quoted("checkpoint_io={type: async, inner: {type: safetensors}}");
     const std::string lmc = "[{type: logger, interval: 50}, {type: metrics}, " + ckpt + "]";
@@ -354,8 +416,13 @@ int main(int argc, char** argv) {
          ""},
         {"l+m+checkpoint, async IO", lmc, async_io},
         {"l+m+checkpoint, work_dir in memory", lmc, ""},
+        {"bare loop saving durably (interval " + std::to_string(kSaveInterval) + ")", "", ""},
+        {"l+m+checkpoint vs bare loop saving", lmc, ""},
     };
-    variants.back().in_memory = true;
+    const size_t memory_variant = variants.size() - 3, saving_bare = variants.size() - 2;
+    variants[memory_variant].in_memory = true;
+    variants[saving_bare].save_interval = kSaveInterval;
+    variants.back().peer = saving_bare;
     const std::string memory = memory_directory();
     const fs::path memory_work =
         memory.empty() ? fs::path() : fs::path(memory) / ("rh-bench-" + std::to_string(::getpid()));
@@ -389,7 +456,13 @@ int main(int argc, char** argv) {
       if (variants[v].hooks.empty()) {
         cmd = pin + shell_quoted(exe.string()) + " --bare --config " + shell_quoted(config) +
               " --epochs " + std::to_string(epochs) + set_args;
+        if (variants[v].save_interval > 0) {
+          fs::create_directories(work);
+          cmd += " --save-interval " + std::to_string(variants[v].save_interval) + " --save-dir " +
+                 shell_quoted(work.string());
+        }
         const double ms = parse_ms(run_and_capture(cmd, log), kBare, cmd);
+        fs::remove_all(work);
         return {ms, ms};
       }
       const fs::path& dir = variants[v].in_memory ? memory_work : work;
@@ -424,24 +497,27 @@ int main(int argc, char** argv) {
       std::printf("round %d/%d ratios:", r + 1, rounds);
       for (size_t k = 0; k < measured.size(); ++k) {
         const size_t v = measured[(k + static_cast<size_t>(r)) % measured.size()];
+        const size_t peer = variants[v].peer;
         const bool bare_first = (r + static_cast<int>(k)) % 2 == 0;  // ABAB, then BABA
         std::string cpu = cpus;
         if (cpus == "auto") cpu = std::to_string(idlest_cpu());
         pin = cpus == "none" ? "" : "taskset -c " + cpu + " ";
         std::pair<double, double> bare, variant;
         if (bare_first) {
-          bare = run_variant(0);
+          bare = run_variant(peer);
           variant = run_variant(v);
         } else {
           variant = run_variant(v);
-          bare = run_variant(0);
+          bare = run_variant(peer);
         }
         const double bare_ms = bare.first, variant_ms = variant.first;
-        variants[0].ms.push_back(bare_ms);
+        variants[peer].ms.push_back(bare_ms);
         variants[v].ms.push_back(variant_ms);
         variants[v].ratio.push_back(variant_ms / bare_ms);
-        variants[v].ms_ex_saves.push_back(variant.second);
-        variants[v].ratio_ex_saves.push_back(variant.second / bare_ms);
+        if (peer == 0 && !variants[v].hooks.empty()) {  // against a peer that saves: no meaning
+          variants[v].ms_ex_saves.push_back(variant.second);
+          variants[v].ratio_ex_saves.push_back(variant.second / bare_ms);
+        }
         std::printf(" %s %.3f%s", variants[v].name.c_str(), variant_ms / bare_ms,
                     cpus == "auto" ? (" (cpu " + cpu + ")").c_str() : "");
         std::fflush(stdout);
@@ -449,7 +525,7 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
     std::printf("%-40s %-30s %s\n", "", "ms/iteration median (min-max)",
-                "ratio to its paired bare loop, median (min-max)");
+                "ratio to its paired peer (the bare loop unless it says), median (min-max)");
     bool saves = false;
     for (const Variant& v : variants) {
       if (v.ms.empty()) continue;
