@@ -114,10 +114,12 @@ void save_durably(const fs::path& dir, int64_t epoch, rh::model::Model& model,
   }
   auto fsync_path = [](const fs::path& p, int flags) {
     const int fd = ::open(p.c_str(), flags | O_CLOEXEC);
-    if (fd < 0 || ::fsync(fd) != 0)
+    const int rc = fd < 0 ? -1 : ::fsync(fd);
+    const int err = errno;  // before close() can change it
+    if (fd >= 0) ::close(fd);
+    if (rc != 0)
       throw std::runtime_error("--bare --save-interval: cannot fsync " + p.string() + ": " +
-                               std::strerror(errno));
-    ::close(fd);
+                               std::strerror(err));
   };
   fsync_path(tmp, O_RDONLY);
   fs::rename(tmp, file);
