@@ -13,6 +13,45 @@ if(NOT TARGET protobuf::protoc OR NOT TARGET protobuf::libprotobuf-lite)
   message(FATAL_ERROR "runner-host: protoc and libprotobuf-lite are required by the tensorboard "
                       "hook: install protobuf-compiler libprotobuf-dev (tools/install-deps.sh)")
 endif()
+# The hook is a shared module, so libprotobuf-lite must be the shared library:
+# a static libprotobuf-lite.a (Debian's is not position independent) fails
+# only at link time ("relocation R_X86_64_TPOFF32 ... recompile with -fPIC").
+# FindProtobuf picks the .a when libprotobuf-lite.so is absent, e.g. where
+# libprotobuf-dev's files were unpacked without libprotobuf-lite32's.
+function(rh_require_shared_protobuf_lite)
+  set(_target protobuf::libprotobuf-lite)
+  get_target_property(_type ${_target} TYPE)
+  # Its files: IMPORTED_LOCATION and IMPORTED_LOCATION_<CONFIG> for every
+  # configuration it names (FindProtobuf or protobuf's own CMake package).
+  get_target_property(_configs ${_target} IMPORTED_CONFIGURATIONS)
+  if(NOT _configs)
+    set(_configs "")
+  endif()
+  set(_properties IMPORTED_LOCATION)
+  foreach(_config IN LISTS _configs ITEMS RELEASE RELWITHDEBINFO DEBUG MINSIZEREL NOCONFIG)
+    string(TOUPPER "${_config}" _config)
+    list(APPEND _properties IMPORTED_LOCATION_${_config})
+  endforeach()
+  set(_files ${Protobuf_LITE_LIBRARY})
+  foreach(_property IN LISTS _properties)
+    get_target_property(_file ${_target} ${_property})
+    if(_file)
+      list(APPEND _files "${_file}")
+    endif()
+  endforeach()
+  list(FILTER _files INCLUDE REGEX "\\.a$")
+  if(_type STREQUAL "STATIC_LIBRARY" OR _files)
+    list(REMOVE_DUPLICATES _files)
+    message(FATAL_ERROR
+      "runner-host: the tensorboard hook (a shared module) needs the shared libprotobuf-lite.so, "
+      "but ${_target} is the static ${_files} (not position independent: the link would fail "
+      "with \"relocation R_X86_64_TPOFF32 ... recompile with -fPIC\"). Fix: install the shared "
+      "library (Debian: libprotobuf-lite32, which libprotobuf-dev depends on; "
+      "tools/install-deps.sh), or point -DProtobuf_LITE_LIBRARY at a libprotobuf-lite.so of the "
+      "same version as protoc and the headers.")
+  endif()
+endfunction()
+rh_require_shared_protobuf_lite()
 
 # LibTorch 1.13's TORCH_LIBRARIES lists plain names; gather them into one
 # target that carries the include dirs and the C++ ABI flag.

@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages runner-host builds and runs with; does
 # nothing when they are all present. Needs root (or sudo).
+#
+#   tools/install-deps.sh                 installs what is missing
+#   tools/install-deps.sh --list          prints the packages, one a line
+#   tools/install-deps.sh --missing-is-failure PACKAGE
+#       for a test that needs PACKAGE and finds it unusable: exits 0 (the
+#       test fails) when PACKAGE is on this list and the run is CI (CI set,
+#       not to false or 0; .ci/run sets it) or dpkg says it is installed
+#       (then it is broken); exits 1 (the test
+#       skips) otherwise: a developer machine where it is not installed yet.
+#       Prints the reason either way.
+#
+# RH_TORCH (system | python | auto, tools/rh_torch.sh) picks the LibTorch
+# the build uses; when it is the python one (a GPU machine's pip LibTorch),
+# Debian's libtorch-dev is left out: its 1.13 headers in /usr/include would
+# stand in unseen for any header the other LibTorch lacks.
 set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
-  libtorch-dev            # LibTorch 1.13 (CPU) with c10d Gloo
   libopenblas0-pthread    # without it LibTorch runs on the reference BLAS (8x slower)
   libgloo-dev libboost-dev libboost-program-options-dev
   libyaml-cpp-dev libspdlog-dev libdlpack-dev
@@ -13,13 +28,77 @@ PACKAGES=(
   binutils                # nm, for the exported-symbol test
   protobuf-compiler libprotobuf-dev  # the tensorboard hook's event files
   python3-protobuf python3-matplotlib  # tools/plot_metrics.py and the event-file reader test
+  # /usr/bin/python3's torch (1.13, CPU): the interop tests read our files with
+  # it (SafetensorsTest.PythonReadsTheFile, CkptToolTest.ConvertToTorch... and
+  # CkptToolTest.TorchCheckpointIo...: torch.load; StepOverheadBench: the
+  # archives) and tools/bench/'s PyTorch peers. A test finding it missing
+  # fails under CI (--missing-is-failure).
+  python3-torch
   clang libfuzzer-14-dev  # tools/fuzz.sh: the libFuzzer targets
 )
+# The LibTorch of RH_TORCH=system (the default, what CI builds with).
+TORCH_PACKAGES=(
+  libtorch-dev            # LibTorch 1.13 (CPU) with c10d Gloo
+)
+
+# The whole list for this machine (the torch packages when RH_TORCH picks Debian's).
+all_packages() {
+  printf '%s\n' "${PACKAGES[@]}"
+  local pick="${RH_TORCH:-auto}"
+  if [ "$pick" != system ] && [ "$pick" != python ]; then
+    # shellcheck source=tools/rh_torch.sh
+    source "$ROOT/tools/rh_torch.sh"
+    rh_torch_pick > /dev/null 2>&1 || RH_TORCH_PICKED=system
+    pick="$RH_TORCH_PICKED"
+  fi
+  if [ "$pick" = system ]; then printf '%s\n' "${TORCH_PACKAGES[@]}"; fi
+}
+
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+# on_list PACKAGE LIST: whether PACKAGE is a line of LIST.
+on_list() {
+  local p
+  while read -r p; do [ "$p" = "$1" ] && return 0; done <<< "$2"
+  return 1
+}
+
+case "${1:-}" in
+  --list)
+    all_packages
+    exit 0
+    ;;
+  --missing-is-failure)
+    pkg="${2:?--missing-is-failure needs a package name}"
+    # Torch packages are the only ones that depend on RH_TORCH: others are
+    # looked up without running python3 (rh_torch.sh imports torch).
+    if on_list "$pkg" "$(printf '%s\n' "${PACKAGES[@]}")" || on_list "$pkg" "$(all_packages)"; then
+      if [ -n "${CI:-}" ] && [ "${CI,,}" != false ] && [ "$CI" != 0 ]; then
+        echo "$pkg is in tools/install-deps.sh, which CI runs: it must be installed and work"
+        exit 0
+      elif installed "$pkg"; then
+        echo "$pkg is installed (dpkg) but does not work here"
+        exit 0
+      fi
+      echo "$pkg is not installed on this machine (tools/install-deps.sh installs it; under CI this is a failure)"
+      exit 1
+    fi
+    echo "tools/install-deps.sh does not install $pkg on this machine"
+    exit 1
+    ;;
+  "") ;;
+  *)
+    echo "install-deps: unknown argument '$1' (--list, --missing-is-failure PACKAGE)" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+while read -r p; do
+  installed "$p" || missing+=("$p")
+done < <(all_packages)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #ifdef RH_WITH_C10_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
+#include "rh/cpp/torch_compat.hpp"  // c10/cuda/CUDACachingAllocator.h, kCudaStatAggregate
 #endif
 
 namespace rh::lifecycle {
@@ -74,14 +74,17 @@ void IterationMetrics::add(std::vector<std::pair<std::string, double>>& metrics,
 #ifdef RH_WITH_C10_CUDA
   if (device.is_cuda()) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    constexpr size_t kAll =
-        static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+    constexpr size_t kAll = rh::compat::kCudaStatAggregate;
     metrics.emplace_back(
         "cuda_allocated_mb",
         static_cast<double>(stats.allocated_bytes[kAll].current) / (1024.0 * 1024.0));
     metrics.emplace_back(
         "cuda_reserved_mb",
         static_cast<double>(stats.reserved_bytes[kAll].current) / (1024.0 * 1024.0));
+    // The most the run has held in tensors at once (PyTorch's
+    // torch.cuda.max_memory_allocated): what the GPU benchmark compares.
+    metrics.emplace_back("cuda_peak_allocated_mb",
+                         static_cast<double>(stats.allocated_bytes[kAll].peak) / (1024.0 * 1024.0));
   }
 #else
   (void)device;  // a CPU-only LibTorch: no CUDA figures

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "PluginTestHost.hpp"
+#include "common/PythonTorch.hpp"
 #include "rh/cpp/crc32.hpp"
 
 namespace rh::test {
@@ -437,8 +438,7 @@ TEST_F(SafetensorsTest, AnIndependentReaderAgreesWithTheFile) {
 
 // Python's json + torch.frombuffer (and safetensors when installed) read it.
 TEST_F(SafetensorsTest, PythonReadsTheFile) {
-  if (run_command("/usr/bin/python3 -c 'import torch'").exit_code != 0)
-    GTEST_SKIP() << "/usr/bin/python3 with torch is not available";
+  RH_REQUIRE_PYTHON_TORCH(RH_INSTALL_DEPS);  // fails under CI when missing
   rh_StateDict dict;
   put<float>(dict, "w", {kDLFloat, 32, 1}, {2, 2}, {1, 2, 3, 4.5f});
   put<uint16_t>(dict, "h", {kDLBfloat, 16, 1}, {2}, {0x3F80, 0xC040});  // 1, -3
