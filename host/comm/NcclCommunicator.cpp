@@ -15,9 +15,11 @@
 //   NCCL_SPLIT_NOCOLOR).
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -328,11 +330,31 @@ class NcclCommunicator final : public Communicator {
       throw_if_failed("new_group", step);
       check_cuda(cudaSetDevice(state_->device), "cudaSetDevice");
       ncclConfig_t config = nonblocking_config();
+      const auto deadline = deadline_after(state_->timeout_s);
       ncclResult_t r =
           ncclCommSplit(state_->comm, member ? 0 : NCCL_SPLIT_NOCOLOR,
                         member ? static_cast<int>(it - ranks.begin()) : 0, &group, &config);
-      settle(*state_, group != nullptr ? group : state_->comm, r, "new_group", step,
-             deadline_after(state_->timeout_s));
+      // Non-blocking split (NVIDIA/nccl#1472): the split is the parent's
+      // operation, and `group` is filled only once the parent's status
+      // leaves ncclInProgress; the new communicator then finishes its own
+      // initialisation, and a collective issued on it before that fails
+      // with "invalid argument". Wait for both, within one timeout.
+      try {
+        settle(*state_, state_->comm, r, "new_group", step, deadline);
+      } catch (...) {
+        if (group != nullptr) ncclCommAbort(group);  // half made: not ours to keep
+        throw;
+      }
+      if (member) {
+        if (group == nullptr)
+          throw host::HostError(RH_ERROR_INTERNAL,
+                                "new_group: ncclCommSplit completed without a communicator on "
+                                "rank " +
+                                    std::to_string(rank_));
+        ncclResult_t own = ncclInProgress;
+        if (ncclCommGetAsyncError(group, &own) != ncclSuccess) own = ncclInternalError;
+        settle(*state_, group, own, "new_group", step, deadline);
+      }
     }
     if (!member) return nullptr;
     std::vector<int> members;
@@ -403,6 +425,78 @@ class NcclCommunicator final : public Communicator {
   void* scratch_ = nullptr;  // barrier's element
 };
 
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "?";
+  return host;
+}
+
+std::string uuid_text(const cudaUUID_t& uuid) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : uuid.bytes) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+// NCCL allows one rank per GPU in a communicator; two ranks on one GPU fail
+// inside ncclCommInitRankConfig with "invalid usage". Every rank publishes
+// its host and GPU (by UUID: one visible GPU per rank, as srun
+// --gpus-per-task=1 gives, is still a different GPU per rank) through the
+// store, and every rank refuses the world before NCCL starts when two ranks
+// of one host share a GPU, naming them, the counts and the fixes.
+void refuse_shared_gpus(c10d::Store& store, const RendezvousOptions& o, int device, int visible) {
+  if (o.world_size <= 1) return;
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  const std::string mine = host_name() + "\n" + uuid_text(prop.uuid);
+  const std::string prefix = "rh/nccl/gpu/";
+  std::vector<std::string> seen(static_cast<size_t>(o.world_size));
+  try {
+    store.set(prefix + std::to_string(o.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+    for (int r = 0; r < o.world_size; ++r) {
+      const std::vector<uint8_t> v = store.get(prefix + std::to_string(r));
+      seen[static_cast<size_t>(r)].assign(v.begin(), v.end());
+    }
+  } catch (const std::exception& e) {
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    throw host::HostError(
+        RH_ERROR_TIMEOUT,
+        "nccl: rank " + std::to_string(o.rank) + " did not learn every rank's GPU within " +
+            format_seconds(o.timeout_s) +
+            " s: " + (c10_error ? c10_error->what_without_backtrace() : e.what()));
+  }
+  // The first GPU two ranks would share, wherever it is: every rank refuses
+  // (a rank on another GPU would otherwise wait in NCCL's initialisation).
+  std::vector<int> sharing;
+  for (int r = 0; r < o.world_size && sharing.size() < 2; ++r) {
+    sharing.clear();
+    for (int q = 0; q < o.world_size; ++q)
+      if (seen[static_cast<size_t>(q)] == seen[static_cast<size_t>(r)]) sharing.push_back(q);
+  }
+  if (sharing.size() < 2) return;
+  const std::string& where = seen[static_cast<size_t>(sharing.front())];
+  const std::string host = where.substr(0, where.find('\n'));
+  int on_host = 0;
+  for (const std::string& s : seen)
+    if (s.compare(0, host.size() + 1, host + "\n") == 0) ++on_host;
+  std::string ranks;
+  for (int r : sharing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  throw host::HostError(
+      RH_ERROR_FAILED_PRECONDITION,
+      "backend 'nccl': ranks " + ranks + " of host " + host + " would share one GPU (UUID " +
+          where.substr(where.find('\n') + 1, 8) + "...), and NCCL takes one rank per GPU: host " +
+          host + " runs " + std::to_string(on_host) + " rank(s); rank " + std::to_string(o.rank) +
+          " sees " + std::to_string(visible) + " GPU(s)" +
+          (env != nullptr ? std::string(" (CUDA_VISIBLE_DEVICES=") + env + ")" : std::string()) +
+          ". Start at most one rank per GPU (--nproc-per-node " + std::to_string(visible) +
+          "), give each rank a GPU of its own (CUDA_VISIBLE_DEVICES), or communicate through "
+          "the CPU (dist.backend: gloo)");
+}
+
 }  // namespace
 
 std::unique_ptr<Communicator> create_nccl_world(StorePtr store, const RendezvousOptions& o) {
@@ -418,6 +512,7 @@ std::unique_ptr<Communicator> create_nccl_world(StorePtr store, const Rendezvous
     throw host::HostError(RH_ERROR_FAILED_PRECONDITION, std::string("backend 'nccl': ") + e.what());
   }
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  refuse_shared_gpus(*store, o, device, devices);
 
   Identity who;
   who.global_rank = o.rank;

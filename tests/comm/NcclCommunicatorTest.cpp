@@ -3,6 +3,7 @@
 // parent that initialised CUDA could not fork working children.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
@@ -133,6 +134,35 @@ TEST(NcclCommunicatorTest, CollectivesOnOneGpuPerRank) {
   const int gpus = gpu_count();
   if (gpus == 0) GTEST_SKIP() << "no GPU";
   auto codes = run_ranks(std::min(gpus, 2), collectives_body, 120);
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// Two ranks of one host on one GPU: refused before NCCL starts (NCCL itself
+// fails inside ncclCommInitRankConfig with "invalid usage"), on every rank,
+// naming the counts and the fixes. Each child sees only GPU 0, so the test
+// runs on any GPU machine.
+TEST(NcclCommunicatorTest, TwoRanksOnOneGpuAreRefusedBeforeNcclStarts) {
+  if (gpu_count() == 0) GTEST_SKIP() << "no GPU";
+  auto codes = run_ranks(
+      2,
+      [](const RankContext& ctx) {
+        ::setenv("CUDA_VISIBLE_DEVICES", "0", 1);  // before this child touches CUDA
+        try {
+          rh::comm::create_world(nccl_options(ctx));
+          check(false, "two ranks on one GPU must be refused");
+        } catch (const rh::host::HostError& e) {
+          const std::string m = e.what();
+          check(e.code() == RH_ERROR_FAILED_PRECONDITION, m);
+          check(m.find("ranks 0, 1 of host") != std::string::npos, m);
+          check(m.find("runs 2 rank(s); rank " + std::to_string(ctx.rank) +
+                       " sees 1 GPU(s) (CUDA_VISIBLE_DEVICES=0)") != std::string::npos,
+                m);
+          check(m.find("--nproc-per-node 1") != std::string::npos, m);
+          check(m.find("dist.backend: gloo") != std::string::npos, m);
+        }
+        return 0;
+      },
+      120);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 

@@ -38,6 +38,22 @@ TEST(TorchServicesTest, TensorAllocHandsOverAnOwnedTensor) {
   api->Error_Destroy(bad);
 }
 
+// Stream_Current: NULL while the rank computes on the CPU; on a GPU the
+// stream LibTorch queues on, never NULL (the default stream comes as
+// cudaStreamLegacy, 0x1).
+TEST(TorchServicesTest, StreamCurrentIsNullOnTheCpuAndAStreamOnAGpu) {
+  rh::host::HostServices services;
+  rh::host::install_torch_services(services);
+  const rh_HostApi* api = services.api();
+  ASSERT_NE(api->Stream_Current, nullptr);
+  rh_Context* ctx = services.new_context("test", "stream");
+  EXPECT_EQ(api->Stream_Current(ctx), nullptr);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the CUDA half needs one";
+  services.set_device(DLDevice{kDLCUDA, 0});
+  void* stream = api->Stream_Current(ctx);
+  EXPECT_NE(stream, nullptr) << "a CUDA rank must get a stream (" << RH_TORCH_DEVICE << " build)";
+}
+
 TEST(TorchServicesTest, DlpackRoundTripSharesStorage) {
   at::Tensor a = torch::arange(6, torch::kFloat).reshape({2, 3});
   DLManagedTensor* dl = rh::export_tensor(a);

@@ -157,7 +157,12 @@ typedef struct rh_HostApi {
                             DLDataType dtype, DLDevice device, DLManagedTensor** out);
   /* The device this rank computes on (set by the strategy's SetupEnv). */
   rh_Error* (*Device_Current)(rh_Context* context, DLDevice* out);
-  /* The current stream of the device (a cudaStream_t), NULL on CPU. */
+  /* The stream the host queues this rank's work on (a cudaStream_t) when
+   * Device_Current is a CUDA device, NULL on the CPU. LibTorch's default
+   * stream (handle 0) is returned as cudaStreamLegacy ((void*)0x1), so a
+   * CUDA rank never gets NULL. LibTorch keeps a current stream per
+   * thread: call it on the thread the host calls the plugin on (the one
+   * that computes). Provided by hosts built with a CUDA LibTorch. */
   void* (*Stream_Current)(rh_Context* context);
 
   /* ---- Run state ------------------------------------------------------- */
