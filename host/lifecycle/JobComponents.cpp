@@ -1,6 +1,7 @@
 #include "lifecycle/JobComponents.hpp"
 
 #include "config/ConfigNode.hpp"
+#include "optim/OptimSchema.hpp"
 #include "plugins/HostError.hpp"
 
 namespace rh::lifecycle {
@@ -51,12 +52,40 @@ void check_traits(const host::StrategyInstance& strategy) {
   }
 }
 
+// AmpOptimWrapper autocasts forward and scales the loss; a strategy that
+// computes in a precision of its own (precision_keys, ABI 1.8) would cast
+// the model and scale the loss a second time. Refused before anything runs,
+// quoting the strategy's settings.
+void check_precision(const host::StrategyInstance& strategy, const config::Node& job) {
+  const config::Node* optim_wrapper = job.find("optim_wrapper");
+  if (optim_wrapper == nullptr) return;
+  const std::optional<optim::AmpSettings> amp = optim::read_amp_settings(*optim_wrapper);
+  if (!amp) return;
+  const rh_StringView keys = strategy.traits().precision_keys;
+  if (keys.data == nullptr || keys.size == 0) return;
+  std::string quoted;  // "a: x, b: y" -> "strategy.a: x, strategy.b: y"
+  const std::string text(keys.data, keys.size);
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find(", ", pos);
+    if (end == std::string::npos) end = text.size();
+    quoted += (quoted.empty() ? "strategy." : ", strategy.") + text.substr(pos, end - pos);
+    pos = end + 2;
+  }
+  throw config::ConfigError(
+      amp->type_location, amp->type_path,
+      "AmpOptimWrapper (autocast and loss scaling in the host) cannot run beside " +
+          strategy.what() + ", which computes in a precision of its own here (" + quoted +
+          "): choose one. Keep the strategy's with type: OptimWrapper, or keep "
+          "AmpOptimWrapper and turn the strategy's off");
+}
+
 }  // namespace
 
 JobComponents create_components(host::ComponentFactory& factory, const config::Node& job) {
   JobComponents c;
   c.strategy = factory.create_strategy(*job.find("strategy"));
   check_traits(*c.strategy);
+  check_precision(*c.strategy, job);
   if (const config::Node* hooks = job.find("hooks"))
     for (const auto& h : hooks->seq_items()) c.hooks.push_back(factory.create_hook(*h));
   c.checkpoint_io = factory.create_checkpoint_io(*job.find("checkpoint_io"));

@@ -20,6 +20,7 @@
 #include "lifecycle/JobKeys.hpp"
 #include "lifecycle/World.hpp"
 #include "model/Model.hpp"
+#include "optim/GradScaler.hpp"
 #include "optim/OptimWrapper.hpp"
 #include "plugins/ComponentFactory.hpp"
 #include "plugins/HostError.hpp"
@@ -32,6 +33,9 @@ namespace {
 
 // Sharded checkpoints: the optimizer tensor's own value beside its state.
 constexpr const char* kShardValueSuffix = ".param";
+// AmpOptimWrapper's loss scaler in state.safetensors.
+constexpr const char* kAmpScale = "amp.scale";
+constexpr const char* kAmpGrowthTracker = "amp.growth_tracker";
 
 std::string optimizer_stem(int rank, bool sharded) {
   return sharded ? "optimizer.rank" + std::to_string(rank) : "optimizer";
@@ -241,7 +245,16 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
           ", \"inner_done\": " + std::to_string(progress.inner_done) +
           ", \"global_batch\": " + std::to_string(progress.global_batch) +
           ", \"samples_in_epoch\": " + std::to_string(progress.samples_in_epoch()) +
+          ", \"skipped_steps\": " + std::to_string(progress.skipped_steps) +
           ", \"world_size\": " + std::to_string(world_size) + "}");
+  // AmpOptimWrapper's scaler (GradScaler.state_dict(): scale, growth
+  // tracker), as tensors: the scale restores bit for bit.
+  if (grad_scaler_ != nullptr && writer) {
+    const optim::GradScalerState amp = grad_scaler_->state();
+    checkpoint::put_tensor(state_dict, kAmpScale, at::scalar_tensor(amp.scale, at::kDouble));
+    checkpoint::put_tensor(state_dict, kAmpGrowthTracker,
+                           at::scalar_tensor(amp.growth_tracker, at::kLong));
+  }
   // Every rank's generators (they differ with diff_rank_seed, and dropout
   // draws from them): rows of (world_size, state bytes).
   at::Tensor cpu_rng = world_.gather_rows(at::detail::getDefaultCPUGenerator().get_state());
@@ -883,6 +896,8 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
   RunProgress p;
   p.epochs_done = loop["epochs_done"].as<int64_t>();
   p.iters_done = loop["iters_done"].as<int64_t>();
+  p.skipped_steps = loop["skipped_steps"] ? loop["skipped_steps"].as<int64_t>() : 0;
+  resume_grad_scaler(state_dict, dir);
   p.global_batch = data.global_batch;
   // The data position in samples of the epoch's global order: the same
   // samples come next whatever the world size and per-rank batch.
@@ -944,6 +959,39 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
     }
   }
   return p;
+}
+
+void RunCheckpoints::resume_grad_scaler(const rh_StateDict& state_dict, const fs::path& dir) {
+  const bool saved = state_dict.entries.count(kAmpScale) != 0;
+  if (grad_scaler_ == nullptr) {
+    if (saved && world_.rank() == 0)
+      spdlog::info("resume: {} was written with AmpOptimWrapper; this run trains without it",
+                   dir.string());
+    return;
+  }
+  if (!saved) {
+    if (world_.rank() == 0)
+      spdlog::info(
+          "resume: {} has no loss scaler state (written without AmpOptimWrapper): the scale "
+          "starts at {}",
+          dir.string(), grad_scaler_->scale());
+    return;
+  }
+  optim::GradScalerState amp;
+  amp.scale = checkpoint::get_tensor(state_dict, kAmpScale).item<double>();
+  amp.growth_tracker = state_dict.entries.count(kAmpGrowthTracker) != 0
+                           ? checkpoint::get_tensor(state_dict, kAmpGrowthTracker).item<int64_t>()
+                           : 0;
+  try {
+    if (!grad_scaler_->load_state(amp) && world_.rank() == 0)
+      spdlog::warn(
+          "resume: {} counted {} clean step(s) towards the loss scale's next growth, as many as "
+          "or more than this job's loss_scale.growth_interval ({}): the count restarts at 0",
+          dir.string(), amp.growth_tracker, grad_scaler_->options().growth_interval);
+  } catch (const std::invalid_argument& e) {
+    throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                          "cannot resume from " + dir.string() + ": " + e.what());
+  }
 }
 
 void RunCheckpoints::finish_resume(const fs::path& dir) {

@@ -35,8 +35,9 @@ namespace rh::model {
 class Model;
 }
 namespace rh::optim {
+class GradScaler;
 class OptimWrapper;
-}
+}  // namespace rh::optim
 
 namespace rh::lifecycle {
 
@@ -57,6 +58,10 @@ struct RunProgress {
   // divide: the epoch then runs from that sample, its batches numbered as if
   // inner_done had been done (DataLoader::start_epoch_at_sample).
   int64_t sample_shift = 0;
+  // Optimizer steps skipped for an inf or nan gradient (AmpOptimWrapper,
+  // or a strategy's ShouldStep): the `skipped_steps` metric, which a
+  // resumed run continues.
+  int64_t skipped_steps = 0;
   int64_t samples_in_epoch() const { return inner_done * global_batch + sample_shift; }
 };
 
@@ -123,10 +128,16 @@ class RunCheckpoints {
 
   // The iteration of the last successful save (-1: none yet).
   int64_t last_saved_iter() const { return last_saved_iter_; }
+  // AmpOptimWrapper's loss scaler: saved with every checkpoint (state.amp.*)
+  // and restored by resume(), so a resumed run scales and skips exactly as
+  // the uninterrupted one. Null (the default): none.
+  void set_grad_scaler(optim::GradScaler* scaler) { grad_scaler_ = scaler; }
 
  private:
   std::optional<std::filesystem::path> choose_resume();  // rank 0
-  bool through_strategy() const;                         // the strategy has UnitParams
+  // The loss scaler's state from state.safetensors (resume()).
+  void resume_grad_scaler(const rh_StateDict& state_dict, const std::filesystem::path& dir);
+  bool through_strategy() const;  // the strategy has UnitParams
   void each_unit(model::Model& model, rh_UnitParamsOp first, rh_UnitParamsOp then,
                  const std::function<void(std::vector<model::NamedTensor>&)>& fn);
   // Fills a dict with model tensors by their model names (a whole file, or
@@ -160,6 +171,7 @@ class RunCheckpoints {
   rh_StateDict resumed_state_;    // between resume() and finish_resume()
   std::string resumed_strategy_;  // the strategy that wrote it
   int64_t last_saved_iter_ = -1;
+  optim::GradScaler* grad_scaler_ = nullptr;
   double timeout_s_ = 300;  // dist.timeout_s: rank 0's wait for the ranks' reports
   std::unique_ptr<checkpoint::BackgroundSave> background_;  // the save in flight
   // The snapshot's buffers, kept for the next background save (one copy of

@@ -30,10 +30,13 @@
 #include "lifecycle/TrainStep.hpp"
 #include "lifecycle/World.hpp"
 #include "model/Model.hpp"
+#include "optim/GradScaler.hpp"
+#include "optim/OptimSchema.hpp"
 #include "optim/OptimWrapper.hpp"
 #include "optim/ParamScheduler.hpp"
 #include "plugins/HostApi.hpp"
 #include "plugins/HostError.hpp"
+#include "rh/cpp/torch_compat.hpp"
 #include "torch/TorchServices.hpp"
 
 namespace fs = std::filesystem;
@@ -114,6 +117,10 @@ struct Runner::State {
   std::unique_ptr<data::DataLoader> train_loader, val_loader, test_loader;
   std::unique_ptr<optim::OptimWrapper> optim;
   std::unique_ptr<optim::ParamSchedulers> schedulers;
+  // AmpOptimWrapper: the autocast dtype and the loss scaler (nullopt / null
+  // with OptimWrapper).
+  std::optional<MixedPrecision> amp;
+  std::unique_ptr<optim::GradScaler> grad_scaler;
   std::unique_ptr<TrainStep> step;
   // With OptimizerParams: each optimizer tensor's gradient, in the strategy's
   // memory (bound as the tensor's grad before every step).
@@ -134,7 +141,6 @@ struct Runner::State {
   // A stop signal (SIGTERM/SIGUSR1) seen by any rank, agreed through the
   // per-iteration loss mean, so that every rank stops at the same boundary.
   int stop_signal = 0;
-  int64_t skipped_steps = 0;  // optimizer steps the strategy skipped (ShouldStep)
 
   ~State() {
     // Teardown order: the strategy (its Destroy may still use the
@@ -167,8 +173,10 @@ struct Runner::State {
     wrap_model();
     if (traits.load_phase == RH_LOAD_AFTER_WRAP)
       checkpoints->load_weights(*model, resume_dir, true);
-    // 7. Optimizer over the strategy's parameters.
+    // 7. Optimizer over the strategy's parameters (AmpOptimWrapper: and the
+    // loss scaler, before resume restores it).
     build_optimizer();
+    build_mixed_precision();
     // 8. auto_scale_lr: always before the schedulers take their base lrs.
     auto_scale_lr();
     // 9. Parameter schedulers.
@@ -200,7 +208,7 @@ struct Runner::State {
     }
     // 11-13. Hooks around the loops.
     step = std::make_unique<TrainStep>(*model, *model_access, *optim, *c.strategy, *world, device,
-                                       std::move(strategy_grads));
+                                       std::move(strategy_grads), amp);
     enable_checkpoints();
     set_state(RH_MODE_TRAIN, progress.epochs_done, progress.iters_done, progress.inner_done);
     hooks.fire(RH_EVENT_BEFORE_RUN);
@@ -255,7 +263,8 @@ struct Runner::State {
     launch::StopSignalScope accept_stop_signals;  // SIGTERM/SIGUSR1: stop at a boundary
     IterationMetrics iteration_metrics;           // throughput, current RSS, CUDA memory
     const auto& vt = c.strategy->vtable();
-    const bool counts_skips = RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) && vt.ShouldStep;
+    const bool counts_skips =
+        amp.has_value() || (RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) && vt.ShouldStep);
     while (!train_done()) {
       if (train_cfg.by_epoch) hooks.fire(RH_EVENT_BEFORE_TRAIN_EPOCH);
       if (p.sample_shift != 0)  // resumed at a sample this global batch does not divide
@@ -279,7 +288,8 @@ struct Runner::State {
             accumulation_window(optim->accumulative_counts(), p.inner_done, batches, p.iters_done,
                                 train_cfg.by_epoch ? 0 : train_cfg.max_iters);
         const StepResult r = step->run(
-            *batch, window, RankFlags{launch::stop_signal() != 0, checkpoints->save_finished()});
+            *batch, window, RankFlags{launch::stop_signal() != 0, checkpoints->save_finished()},
+            p.iters_done + 1);
         mid_window = !window.last_batch;
         note_stop_signal(r.ranks_signalled);
         // A background save that every rank has finished ends here, on every
@@ -295,15 +305,21 @@ struct Runner::State {
         metrics.push_back({"lr", lr});
         if (r.grad_norm >= 0) metrics.push_back({"grad_norm", r.grad_norm});
         if (r.skipped) {
-          ++skipped_steps;
-          // Every rank skipped (ShouldStep answers alike); rank 0 says so.
+          ++p.skipped_steps;
+          // Every rank skipped (ShouldStep answers alike; AmpOptimWrapper's
+          // ranks agreed); rank 0 says so.
           if (world->rank() == 0)
             spdlog::warn(
-                "iteration {}: optimizer step skipped by {} (gradient overflow at loss "
-                "scale {}); {} step(s) skipped so far",
-                p.iters_done, c.strategy->what(), r.loss_scale, skipped_steps);
+                "iteration {}: optimizer step skipped by {} (an inf or nan gradient at loss "
+                "scale {}{}); {} step(s) skipped so far",
+                p.iters_done, r.skipped_by_amp ? "AmpOptimWrapper" : c.strategy->what(),
+                r.loss_scale,
+                grad_scaler ? fmt::format(", now {}", grad_scaler->scale()) : std::string(),
+                p.skipped_steps);
         }
-        if (counts_skips) metrics.push_back({"skipped_steps", static_cast<double>(skipped_steps)});
+        if (grad_scaler) metrics.push_back({"loss_scale", grad_scaler->scale()});
+        if (counts_skips)
+          metrics.push_back({"skipped_steps", static_cast<double>(p.skipped_steps)});
         const double iter_s = seconds_since(t0);
         metrics.push_back({"time", iter_s});
         metrics.push_back({"data_time", data_time});
@@ -480,6 +496,45 @@ struct Runner::State {
                             "the model has no trainable parameter (every parameter has "
                             "requires_grad false): nothing to train; use --mode val or test");
     optim = std::make_unique<optim::OptimWrapper>(*job.find("optim_wrapper"), std::move(params));
+  }
+
+  // AmpOptimWrapper (MMEngine's keys): the autocast dtype for this device
+  // (float16 on a GPU, bfloat16 on the CPU unless written) and the scaler.
+  // Refused where it cannot work: float16 on the CPU without a CPU float16
+  // autocast (LibTorch before 2.4).
+  void build_mixed_precision() {
+    const std::optional<optim::AmpSettings> settings =
+        optim::read_amp_settings(*job.find("optim_wrapper"));
+    if (!settings) return;
+    at::ScalarType dtype = device.is_cuda() ? at::kHalf : at::kBFloat16;
+    if (settings->dtype != optim::AmpDtype::Default)
+      dtype = settings->dtype == optim::AmpDtype::BFloat16 ? at::kBFloat16 : at::kHalf;
+    // A strategy of ABI 1.7 or older cannot declare precision_keys; one
+    // that casts the inputs itself (input_dtype) owns precision.
+    const DLDataType cast = c.strategy->traits().input_dtype;
+    if (cast.code != 0 || cast.bits != 0)
+      throw config::ConfigError(settings->type_location, settings->type_path,
+                                "AmpOptimWrapper cannot run beside " + c.strategy->what() +
+                                    ", which casts the inputs to a precision of its own "
+                                    "(input_dtype trait): use its mixed precision with type: "
+                                    "OptimWrapper");
+    if (device.is_cpu() && !compat::cpu_autocast_supports(dtype))
+      throw config::ConfigError(settings->dtype_location, settings->dtype_path,
+                                std::string("AmpOptimWrapper in float16 on the CPU: LibTorch ") +
+                                    TORCH_VERSION +
+                                    " has no float16 autocast (or matrix multiply) on the CPU; "
+                                    "use dtype: bfloat16, or train on a GPU");
+    try {
+      grad_scaler = std::make_unique<optim::GradScaler>(settings->scaler);
+    } catch (const std::invalid_argument& e) {
+      throw config::ConfigError(settings->type_location, settings->type_path,
+                                std::string("AmpOptimWrapper: ") + e.what());
+    }
+    amp = MixedPrecision{dtype, grad_scaler.get()};
+    checkpoints->set_grad_scaler(grad_scaler.get());
+    spdlog::info("AmpOptimWrapper: autocast in {} on {}, loss scale {} ({})",
+                 dtype == at::kHalf ? "float16" : "bfloat16", device.str(), grad_scaler->scale(),
+                 settings->scaler.dynamic ? "dynamic" : "static");
   }
 
   // The tensors a strategy has the optimizer update (OptimizerParams: e.g.

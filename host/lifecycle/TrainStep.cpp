@@ -2,18 +2,23 @@
 
 #include <ATen/DLConvertor.h>
 #include <ATen/record_function.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <sstream>
 
 #include "data/DataLoader.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/ModelAccess.hpp"
 #include "lifecycle/World.hpp"
 #include "model/Model.hpp"
+#include "optim/GradScaler.hpp"
 #include "optim/OptimWrapper.hpp"
 #include "plugins/ComponentFactory.hpp"
 #include "plugins/HostError.hpp"
+#include "rh/cpp/torch_compat.hpp"
 
 namespace rh::lifecycle {
 at::Tensor model_input(const at::Tensor& input, c10::Device device,
@@ -44,7 +49,7 @@ AccumulationWindow accumulation_window(int64_t n, int64_t inner_done, int64_t ba
 
 TrainStep::TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapper& optim,
                      host::StrategyInstance& strategy, World& world, c10::Device device,
-                     std::vector<at::Tensor> strategy_grads)
+                     std::vector<at::Tensor> strategy_grads, std::optional<MixedPrecision> amp)
     : model_(model),
       access_(access),
       optim_(optim),
@@ -53,9 +58,27 @@ TrainStep::TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapp
       device_(device),
       strategy_grads_(std::move(strategy_grads)),
       input_dtype_(input_dtype(strategy)),
-      params_(model.named_parameters()) {}
+      params_(model.named_parameters()),
+      amp_(amp) {
+  // RH_FAULT_INJECT entries amp_inf_grad:<rank>:<iteration>, read once.
+  const char* env = std::getenv("RH_FAULT_INJECT");
+  if (!amp_ || env == nullptr) return;
+  const std::string mine = "amp_inf_grad:" + std::to_string(world.rank()) + ":";
+  std::stringstream list(env);
+  for (std::string entry; std::getline(list, entry, ',');) {
+    if (entry.compare(0, mine.size(), mine) != 0) continue;
+    char* end = nullptr;
+    const long long at = std::strtoll(entry.c_str() + mine.size(), &end, 10);
+    if (end == entry.c_str() + mine.size() || *end != '\0' || at < 1)
+      throw host::HostError(
+          RH_ERROR_INVALID_ARGUMENT,
+          "RH_FAULT_INJECT: '" + entry + "': expected amp_inf_grad:<rank>:<iteration, from 1>");
+    inject_inf_at_.push_back(at);
+  }
+}
 
-StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, RankFlags flags) {
+StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, RankFlags flags,
+                          int64_t iteration) {
   const bool step = window.last_batch;
   model_.train(true);
   // Named ranges (RECORD_USER_SCOPE): the phases in a profiler trace (hook
@@ -63,6 +86,10 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
   at::Tensor input, target, loss;
   {
     RECORD_USER_SCOPE("rh::forward");
+    // AmpOptimWrapper: forward and loss under autocast; backward after it
+    // (the casts' backward runs in the dtypes forward chose).
+    std::optional<compat::AutocastScope> autocast;
+    if (amp_) autocast.emplace(device_.type(), amp_->dtype);
     input = model_input(batch.input, device_, input_dtype_);  // (B, F) / (B, 3, H, W) / (B, T)
     target = batch.target.to(device_);                        // (B) / (B, T)
     at::Tensor logits = float_logits(model_.forward(input));  // (B, C) / (B, T, V)
@@ -83,6 +110,17 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     // fp16: the strategy's loss scale (it divides it out of its gradients).
     if (RH_STRUCT_HAS(&vt, rh_StrategyVtable, LossScale) && vt.LossScale)
       strategy_.check("LossScale", vt.LossScale(strategy_.handle(), &result.loss_scale));
+    if (amp_) {
+      // A strategy of ABI 1.7 or older cannot declare precision_keys: one
+      // that scales the loss itself is found here, before a wrong step.
+      if (result.loss_scale != 1)
+        throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                              "AmpOptimWrapper cannot run beside " + strategy_.what() +
+                                  ", which scales the loss itself (LossScale " +
+                                  std::to_string(result.loss_scale) +
+                                  "): use its own mixed precision with type: OptimWrapper");
+      result.loss_scale = amp_->scaler->scale();
+    }
     at::Tensor objective = window.length == 1 ? loss : loss / static_cast<double>(window.length);
     if (result.loss_scale != 1) objective = objective * result.loss_scale;
     access_.begin_backward();
@@ -93,7 +131,12 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     RECORD_USER_SCOPE("rh::sync");
     strategy_.check("SyncGradients", vt.SyncGradients(strategy_.handle(), step ? 1 : 0));
   }
-  if (step && RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) && vt.ShouldStep) {
+  if (step && amp_) {
+    RECORD_USER_SCOPE("rh::unscale");
+    result.skipped = result.skipped_by_amp = unscale_and_check(iteration);
+  }
+  if (step && !result.skipped && RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) &&
+      vt.ShouldStep) {
     int32_t go = 1;
     strategy_.check("ShouldStep", vt.ShouldStep(strategy_.handle(), &go));
     result.skipped = go == 0;
@@ -134,6 +177,39 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
   result.ranks_signalled = counts.stop_signalled;
   result.ranks_save_finished = counts.save_finished;
   return result;
+}
+
+bool TrainStep::unscale_and_check(int64_t iteration) {
+  // The gradients the optimizer reads: the strategy's (OptimizerParams), or
+  // the parameters' own (under ddp, views of its reduced buckets).
+  std::vector<at::Tensor> grads;
+  if (!strategy_grads_.empty()) {
+    grads = strategy_grads_;
+  } else {
+    grads.reserve(optim_.params().size());
+    for (const auto& p : optim_.params())
+      if (p.param.grad().defined()) grads.push_back(p.param.grad());
+  }
+  if (std::find(inject_inf_at_.begin(), inject_inf_at_.end(), iteration) != inject_inf_at_.end()) {
+    const auto target =
+        std::find_if(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.numel() > 0; });
+    if (target != grads.end()) {
+      spdlog::warn("RH_FAULT_INJECT amp_inf_grad: an inf in rank {}'s gradient at iteration {}",
+                   world_.rank(), iteration);
+      torch::NoGradGuard no_grad;
+      target->as_strided({1}, {1}).fill_(std::numeric_limits<float>::infinity());
+    }
+  }
+  const double scale = amp_->scaler->scale();
+  at::Tensor found = compat::unscale_and_find_inf(grads, 1.0 / scale);
+  world_.sum(found);  // every rank skips when any rank found one
+  const bool skip = found.item<float>() > 0;
+  try {
+    amp_->scaler->update(skip, iteration);
+  } catch (const std::runtime_error& e) {
+    throw host::HostError(RH_ERROR_FAILED_PRECONDITION, e.what());
+  }
+  return skip;
 }
 
 }  // namespace rh::lifecycle

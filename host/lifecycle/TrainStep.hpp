@@ -21,8 +21,9 @@ class StrategyInstance;
 }
 
 namespace rh::optim {
+class GradScaler;
 class OptimWrapper;
-}
+}  // namespace rh::optim
 
 namespace rh::lifecycle {
 
@@ -53,12 +54,24 @@ at::Tensor float_logits(const at::Tensor& logits);
 // The strategy's input_dtype trait, nullopt when it has none.
 std::optional<at::ScalarType> input_dtype(const host::StrategyInstance& strategy);
 
+// AmpOptimWrapper's part of the step (MMEngine's optim_context + backward +
+// step): forward and loss under autocast in `dtype`; the loss multiplied by
+// the scaler's scale before backward; after the gradient sync every
+// gradient the optimizer reads unscaled (before clip_grad), and the step
+// skipped on every rank when any rank has an inf or nan (one all-reduce);
+// the scale updated once per optimizer step.
+struct MixedPrecision {
+  at::ScalarType dtype = at::kBFloat16;
+  optim::GradScaler* scaler = nullptr;  // the runner's (checkpointed with the run)
+};
+
 struct StepResult {
-  double loss = 0;          // mean over ranks
-  double grad_norm = -1;    // before clipping; -1 when the optimizer did not step or clip
-  bool skipped = false;     // the strategy skipped this optimizer step (ShouldStep: fp16 overflow)
-  double loss_scale = 1;    // what the loss was multiplied by before backward (LossScale)
-  int ranks_signalled = 0;  // ranks that had a stop signal when the step began
+  double loss = 0;              // mean over ranks
+  double grad_norm = -1;        // before clipping; -1 when the optimizer did not step or clip
+  bool skipped = false;         // this optimizer step was skipped (an inf or nan gradient)
+  bool skipped_by_amp = false;  // by AmpOptimWrapper's check (else the strategy's ShouldStep)
+  double loss_scale = 1;        // what the loss was multiplied by before backward (LossScale)
+  int ranks_signalled = 0;      // ranks that had a stop signal when the step began
   int ranks_save_finished = 0;  // ranks whose part of a background save was over by then
 };
 
@@ -67,12 +80,21 @@ class TrainStep {
   // `strategy_grads`: with a strategy that gives the optimizer its own
   // tensors (OptimizerParams), each one's gradient in the strategy's memory,
   // in the optimizer's parameter order; empty otherwise.
+  // `amp`: AmpOptimWrapper's autocast dtype and scaler, nullopt without it.
   TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapper& optim,
             host::StrategyInstance& strategy, World& world, c10::Device device,
-            std::vector<at::Tensor> strategy_grads = {});
-  StepResult run(const data::Batch& batch, AccumulationWindow window, RankFlags flags);
+            std::vector<at::Tensor> strategy_grads = {},
+            std::optional<MixedPrecision> amp = std::nullopt);
+  // `iteration`: the run's iteration this batch is, from 1, as the logs
+  // number it (messages, RH_FAULT_INJECT amp_inf_grad).
+  StepResult run(const data::Batch& batch, AccumulationWindow window, RankFlags flags,
+                 int64_t iteration);
 
  private:
+  // AmpOptimWrapper after the gradient sync: unscales, agrees across ranks
+  // on an inf or nan, updates the scale; true when the step must be skipped.
+  bool unscale_and_check(int64_t iteration);
+
   model::Model& model_;
   ModelAccess& access_;
   optim::OptimWrapper& optim_;
@@ -82,6 +104,11 @@ class TrainStep {
   std::vector<at::Tensor> strategy_grads_;
   std::optional<at::ScalarType> input_dtype_;  // the strategy's input_dtype trait
   std::vector<model::NamedTensor> params_;     // the model's, to drop their gradients
+  std::optional<MixedPrecision> amp_;
+  // Test-only (RH_FAULT_INJECT=amp_inf_grad:<rank>:<iteration>,...): the
+  // iterations (from 1) at which this rank puts an inf into its first
+  // non-empty gradient before unscaling.
+  std::vector<int64_t> inject_inf_at_;
 };
 
 }  // namespace rh::lifecycle

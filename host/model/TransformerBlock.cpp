@@ -8,6 +8,7 @@
 
 #include "model/ConfigFields.hpp"
 #include "model/ParamRegistry.hpp"
+#include "rh/cpp/torch_compat.hpp"
 
 namespace rh::model {
 
@@ -45,6 +46,26 @@ at::Tensor TransformerBlock::forward(const at::Tensor& x, bool training) const {
   return h + at::dropout(m, spec_.dropout, training);
 }
 
+AttentionKernel default_attention_kernel() {
+  return compat::kHasFusedAttention ? AttentionKernel::kFused : AttentionKernel::kExplicit;
+}
+
+at::Tensor self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          bool causal, double dropout, bool training, AttentionKernel kernel) {
+  if (kernel == AttentionKernel::kFused)
+    return compat::scaled_dot_product_attention(q, k, v, training ? dropout : 0.0, causal);
+  const int64_t T = q.size(-2);
+  const int64_t d = q.size(-1);
+  // (B, H, T, T)
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
+  if (causal) {
+    at::Tensor future = torch::ones({T, T}, q.options().dtype(torch::kBool)).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  }
+  at::Tensor weights = at::dropout(at::softmax(scores, -1), dropout, training);
+  return at::matmul(weights, v);
+}
+
 at::Tensor TransformerBlock::attention(const at::Tensor& x, bool training) const {
   const int64_t B = x.size(0);
   const int64_t T = x.size(1);
@@ -54,16 +75,10 @@ at::Tensor TransformerBlock::attention(const at::Tensor& x, bool training) const
   // (B, T, 3D) -> q, k, v each (B, H, T, d)
   std::vector<at::Tensor> qkv =
       qkv_.forward(x).view({B, T, 3, H, d}).permute({2, 0, 3, 1, 4}).unbind(0);
-  // (B, H, T, T)
-  at::Tensor scores =
-      at::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-  if (spec_.causal) {
-    at::Tensor future = torch::ones({T, T}, x.options().dtype(torch::kBool)).triu(1);
-    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
-  }
-  at::Tensor weights = at::dropout(at::softmax(scores, -1), spec_.dropout, training);
+  at::Tensor out =
+      self_attention(qkv[0], qkv[1], qkv[2], spec_.causal, spec_.dropout, training, kernel_);
   // (B, H, T, d) -> (B, T, D)
-  return at::matmul(weights, qkv[2]).transpose(1, 2).reshape({B, T, D});
+  return out.transpose(1, 2).reshape({B, T, D});
 }
 
 }  // namespace rh::model

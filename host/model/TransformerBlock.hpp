@@ -3,10 +3,11 @@
 //   x = x + dropout(proj(attention(norm1(x))))
 //   x = x + dropout(fc2(gelu(fc1(norm2(x)))))
 //
-// Multi-head self-attention is written out (matmul, softmax), optionally
-// causal. Tensors, under the block's name: norm1.{weight,bias},
-// attn.qkv.{weight,bias}, attn.proj.{weight,bias}, norm2.{weight,bias},
-// mlp.fc1.{weight,bias}, mlp.fc2.{weight,bias}. Linear weights N(0, 0.02²)
+// Multi-head self-attention, optionally causal: LibTorch's fused
+// scaled_dot_product_attention where it has one (2.0+: flash or
+// memory-efficient kernels on a GPU), written out (matmul, softmax) in 1.13. Tensors, under the
+// block's name: norm1.{weight,bias}, attn.qkv.{weight,bias}, attn.proj.{weight,bias},
+// norm2.{weight,bias}, mlp.fc1.{weight,bias}, mlp.fc2.{weight,bias}. Linear weights N(0, 0.02²)
 // (the output projections attn.proj and mlp.fc2 N(0, proj_std²)), biases 0.
 //
 // Shapes: B = batch, T = tokens, D = dim, H = heads.
@@ -38,6 +39,18 @@ struct TransformerBlockSpec {
 // causal and proj_std are the model's to set.
 TransformerBlockSpec read_block_spec(const ConfigFields& cfg, TransformerBlockSpec defaults);
 
+// How attention is computed: kFused is at::scaled_dot_product_attention
+// (LibTorch 2.0+), kExplicit the matmul-softmax-matmul it fuses.
+enum class AttentionKernel { kExplicit, kFused };
+// The kernel blocks use: kFused where this LibTorch has it.
+AttentionKernel default_attention_kernel();
+
+// softmax(q k^T / sqrt(d) [+ causal mask]) v with dropout on the weights:
+// q, k, v (B, H, T, d) -> (B, H, T, d). Throws for kFused where LibTorch has
+// no fused attention.
+at::Tensor self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          bool causal, double dropout, bool training, AttentionKernel kernel);
+
 class TransformerBlock {
  public:
   TransformerBlock() = default;
@@ -49,6 +62,7 @@ class TransformerBlock {
   at::Tensor attention(const at::Tensor& x, bool training) const;
 
   TransformerBlockSpec spec_;
+  AttentionKernel kernel_ = default_attention_kernel();
   LayerNorm norm1_;
   Linear qkv_;
   Linear proj_;

@@ -142,6 +142,9 @@ Schema optim_wrapper_schema() {
   const Field adam_betas{"betas", list(number(0)), false, "[beta1, beta2] (default [0.9, 0.999])"};
   const Field adam_eps{"eps", number(0), false, "default 1e-8"};
   const Field amsgrad{"amsgrad", boolean(), false, "default false"};
+  const Field fused{"fused", boolean(), false,
+                    "torch.optim's fused kernel, one launch per step (default false; LibTorch "
+                    "2.0+ on a GPU, 2.4+ on the CPU)"};
   const Schema optimizer = typed_union(
       "type",
       {
@@ -154,12 +157,14 @@ Schema optim_wrapper_schema() {
                         adam_betas,
                         adam_eps,
                         weight_decay,
-                        amsgrad})},
+                        amsgrad,
+                        fused})},
           {"AdamW", map({{"lr", number(0), false, "default 0.001"},
                          adam_betas,
                          adam_eps,
                          {"weight_decay", number(0), false, "decoupled decay (default 0.01)"},
-                         amsgrad})},
+                         amsgrad,
+                         fused})},
       },
       "optimizer");
   const Schema paramwise = map({
@@ -170,8 +175,21 @@ Schema optim_wrapper_schema() {
       {"custom_keys", open_map({}), false,
        "{name substring: {lr_mult, decay_mult}}, the longest matching key wins"},
   });
+  const Schema loss_scale = one_of(
+      {enumeration({"dynamic"}), number_above(0),
+       map({{"init_scale", number_above(0), false, "default 65536 (2^16)"},
+            {"growth_factor", number_above(1), false, "default 2.0"},
+            {"backoff_factor", number_above(0, 1), false, "default 0.5, < 1"},
+            {"growth_interval", integer(1), false, "default 2000"}})},
+      "dynamic, a number > 0 (a static scale) or {init_scale, growth_factor, backoff_factor, "
+      "growth_interval} (a dynamic scaler with those settings)");
   return map({
-      {"type", enumeration({"OptimWrapper"}), false, "MMEngine's wrapper type (the only one)"},
+      {"type", enumeration({"OptimWrapper", "AmpOptimWrapper"}), false,
+       "MMEngine's wrapper type: OptimWrapper (default), AmpOptimWrapper (autocast + loss "
+       "scaling)"},
+      {"dtype", nullable(enumeration({"bfloat16", "float16"})), false,
+       "AmpOptimWrapper: the autocast dtype (default: float16 on a GPU, bfloat16 on the CPU)"},
+      {"loss_scale", loss_scale, false, "AmpOptimWrapper: default dynamic"},
       {"optimizer", optimizer, true},
       {"paramwise_cfg", nullable(paramwise)},
       {"clip_grad", nullable(map({{"max_norm", number_above(0), true},
@@ -189,6 +207,19 @@ Schema param_scheduler_schema() {
 
 std::vector<ConfigError> check_optim_wrapper(const Node& optim_wrapper) {
   std::vector<ConfigError> errors;
+  const Node* type = optim_wrapper.find("type");
+  if (type == nullptr || type->scalar() != "AmpOptimWrapper") {
+    for (const char* key : {"dtype", "loss_scale"})
+      if (const Node* value = optim_wrapper.find(key))
+        add_error(errors, *value,
+                  std::string(key) +
+                      " is an AmpOptimWrapper key (type: AmpOptimWrapper turns on "
+                      "mixed precision; type is " +
+                      (type != nullptr ? type->scalar() : std::string("OptimWrapper")) + " here)");
+  }
+  if (const Node* scale = optim_wrapper.find("loss_scale"); scale != nullptr && scale->is_map())
+    if (const Node* backoff = scale->find("backoff_factor"); backoff && backoff->as_double() >= 1)
+      add_error(errors, *backoff, "must be < 1 (the scale is multiplied by it after an overflow)");
   const Node* optimizer = optim_wrapper.find("optimizer");
   if (optimizer == nullptr) return errors;
   check_optimizer(*optimizer, errors);
@@ -207,6 +238,32 @@ std::vector<ConfigError> check_param_scheduler(const Node& param_scheduler) {
     for (const auto& item : param_scheduler.seq_items()) check_scheduler(*item, errors);
   }
   return errors;
+}
+
+std::optional<AmpSettings> read_amp_settings(const Node& optim_wrapper) {
+  const Node* type = optim_wrapper.find("type");
+  if (type == nullptr || type->scalar() != "AmpOptimWrapper") return std::nullopt;
+  AmpSettings amp;
+  amp.type_location = type->location();
+  amp.type_path = type->path();
+  if (const Node* dtype = optim_wrapper.find("dtype"); dtype != nullptr && !dtype->is_null()) {
+    amp.dtype = dtype->scalar() == "bfloat16" ? AmpDtype::BFloat16 : AmpDtype::Float16;
+    amp.dtype_location = dtype->location();
+    amp.dtype_path = dtype->path();
+  }
+  const Node* scale = optim_wrapper.find("loss_scale");
+  if (scale == nullptr || (scale->is_scalar() && scale->scalar() == "dynamic")) return amp;
+  if (scale->is_map()) {
+    amp.scaler.init_scale = number_or(*scale, "init_scale", amp.scaler.init_scale);
+    amp.scaler.growth_factor = number_or(*scale, "growth_factor", amp.scaler.growth_factor);
+    amp.scaler.backoff_factor = number_or(*scale, "backoff_factor", amp.scaler.backoff_factor);
+    if (const Node* interval = scale->find("growth_interval"))
+      amp.scaler.growth_interval = interval->as_int();
+    return amp;
+  }
+  amp.scaler.init_scale = scale->as_double();  // MMEngine: GradScaler(init_scale=x), update(x)
+  amp.scaler.dynamic = false;
+  return amp;
 }
 
 }  // namespace rh::optim

@@ -11,20 +11,42 @@
 //   param_scheduler:
 //     - {type: LinearLR, start_factor: 0.001, by_epoch: false, begin: 0, end: 500}
 //     - {type: CosineAnnealingLR, begin: 0, end: 100, eta_min_ratio: 0.01}
+//
+//   optim_wrapper:                     # MMEngine's AmpOptimWrapper
+//     type: AmpOptimWrapper
+//     dtype: bfloat16                  # float16 (the default on a GPU) | bfloat16 (on the CPU)
+//     loss_scale: dynamic              # | 512.0 (static) | {init_scale, growth_factor, ...}
+//     optimizer: {type: AdamW, lr: 1.0e-3}
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "config/Schema.hpp"
+#include "optim/GradScaler.hpp"
 
 namespace rh::optim {
+
+// AmpOptimWrapper's settings, read from a validated optim_wrapper subtree
+// (nullopt for type OptimWrapper), with where they were written for the
+// refusals that come later (the device, the strategy).
+enum class AmpDtype { Default, BFloat16, Float16 };
+struct AmpSettings {
+  AmpDtype dtype = AmpDtype::Default;  // Default: float16 on a GPU, bfloat16 on the CPU
+  GradScalerOptions scaler;
+  config::Location type_location, dtype_location;
+  std::string type_path, dtype_path;
+};
+std::optional<AmpSettings> read_amp_settings(const config::Node& optim_wrapper);
 
 config::Schema optim_wrapper_schema();
 config::Schema param_scheduler_schema();
 
 // Run after validate() found no error in the subtree (they read values as the
 // schema guarantees them). Each error is located at the key to fix:
-//   optim_wrapper: optimizer.betas holds two numbers in [0, 1); nesterov needs
+//   optim_wrapper: dtype and loss_scale only with type AmpOptimWrapper;
+//     optimizer.betas holds two numbers in [0, 1); nesterov needs
 //     momentum > 0 and dampening 0; a *_decay_mult (paramwise_cfg or a custom
 //     key's decay_mult) needs an explicit optimizer.weight_decay (as MMEngine);
 //     each paramwise_cfg.custom_keys value is {lr_mult, decay_mult}.

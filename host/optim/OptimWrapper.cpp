@@ -300,6 +300,18 @@ OptimWrapper::OptimWrapper(const config::Node& cfg, std::vector<OptimParam> para
     optimizer_ = make_optimizer<torch::optim::AdamW>(defaults, groups);
   }
   base_lrs_ = lrs();
+  if (const Node* fused = opt.find("fused"); fused != nullptr && fused->as_bool()) {
+    const c10::Device device =
+        params_.empty() ? c10::Device(at::kCPU) : params_.front().param.device();
+    if (!compat::fused_adam_supports(device))
+      throw config::ConfigError(fused->location(), fused->path(),
+                                std::string("the fused ") + type +
+                                    " kernel needs LibTorch 2.0+ on a GPU or "
+                                    "2.4+ on the CPU; this is LibTorch " +
+                                    TORCH_VERSION + " on " + device.str() +
+                                    " (remove fused, or set it false)");
+    fused_ = true;
+  }
 
   if (const Node* counts = cfg.find("accumulative_counts")) {
     accumulative_counts_ = static_cast<int>(counts->as_int());
@@ -362,8 +374,66 @@ double OptimWrapper::step(const std::function<double(double, double)>& reduce_no
       for (const OptimParam& p : params_)
         if (p.param.grad().defined()) p.param.mutable_grad().mul_(coef);
   }
-  optimizer_->step();
+  if (fused_)
+    fused_step();
+  else
+    optimizer_->step();
   return norm;
+}
+
+void OptimWrapper::fused_step() {
+  const bool decoupled = kind_of(*optimizer_) == OptimizerKind::AdamW;
+  for (auto& group : optimizer_->param_groups()) {
+    if (decoupled)
+      fused_group_step<torch::optim::AdamWParamState, torch::optim::AdamWOptions>(group, true);
+    else
+      fused_group_step<torch::optim::AdamParamState, torch::optim::AdamOptions>(group, false);
+  }
+}
+
+// torch.optim's _fused_adam(w) for one param group, on torch::optim's own
+// state objects: a parameter without state gets zeros (as torch::optim
+// creates them), every step count +1 (the integer and the kernel's float
+// copy), then one kernel call for the group's parameters that have a grad.
+template <typename State, typename Options>
+void OptimWrapper::fused_group_step(torch::optim::OptimizerParamGroup& group, bool decoupled) {
+  torch::NoGradGuard no_grad;
+  auto& state = optimizer_->state();
+  const auto& options = static_cast<const Options&>(group.options());
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
+  for (at::Tensor& p : group.params()) {
+    if (!p.grad().defined()) continue;
+    const auto key = compat::optimizer_state_key(state, p);
+    auto found = state.find(key);
+    if (found == state.end()) {
+      auto fresh = std::make_unique<State>();
+      fresh->step(0);
+      fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+      fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+      if (options.amsgrad()) fresh->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+      found = state.emplace(key, std::move(fresh)).first;
+    }
+    auto& s = static_cast<State&>(*found->second);
+    DeviceStep& d = device_steps_[p.unsafeGetTensorImpl()];
+    if (d.count != s.step()) {  // new, or restored by a resume
+      d.value = at::full({}, static_cast<double>(s.step()), p.options().dtype(at::kFloat));
+      d.count = s.step();
+    }
+    s.step(s.step() + 1);
+    d.count = s.step();
+    params.push_back(p);
+    grads.push_back(p.grad());
+    exp_avgs.push_back(s.exp_avg());
+    exp_avg_sqs.push_back(s.exp_avg_sq());
+    if (options.amsgrad()) max_exp_avg_sqs.push_back(s.max_exp_avg_sq());
+    steps.push_back(d.value);
+  }
+  if (params.empty()) return;
+  at::_foreach_add_(steps, 1);
+  const auto [beta1, beta2] = options.betas();
+  compat::fused_adam(decoupled, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,
+                     options.lr(), beta1, beta2, options.weight_decay(), options.eps(),
+                     options.amsgrad());
 }
 
 void OptimWrapper::zero_grad() {

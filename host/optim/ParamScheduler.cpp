@@ -136,12 +136,12 @@ Scheduler read_scheduler(const Node& cfg, int64_t iters_per_epoch, const TrainLe
   const bool needs_end = s.kind == SchedulerKind::Linear || s.kind == SchedulerKind::Poly ||
                          (s.kind == SchedulerKind::Cosine && t_max == nullptr);
   if (needs_end && !s.end) {
-    throw config::ConfigError(
-        cfg.location(), cfg.path(),
-        type +
-            (s.kind == SchedulerKind::Cosine ? " needs T_max or end (T_max defaults to end - begin)"
-                                    : " needs end (its schedule runs from begin to end - 1)") +
-            "; write it, in " + (s.by_epoch ? "epochs" : "iterations"));
+    throw config::ConfigError(cfg.location(), cfg.path(),
+                              type +
+                                  (s.kind == SchedulerKind::Cosine
+                                       ? " needs T_max or end (T_max defaults to end - begin)"
+                                       : " needs end (its schedule runs from begin to end - 1)") +
+                                  "; write it, in " + (s.by_epoch ? "epochs" : "iterations"));
   }
 
   const Node* convert = cfg.find("convert_to_iter_based");

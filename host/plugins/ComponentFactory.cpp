@@ -103,7 +103,8 @@ void StrategyInstance::check(const char* step, rh_Error* err) const {
 
 rh_StrategyTraits StrategyInstance::traits() const {
   rh_StrategyTraits t{
-      RH_STRATEGY_TRAITS_STRUCT_SIZE, RH_LOAD_BEFORE_WRAP, 0, 0, DLDataType{0, 0, 0}, 0, 0};
+      RH_STRATEGY_TRAITS_STRUCT_SIZE, RH_LOAD_BEFORE_WRAP, 0, 0, DLDataType{0, 0, 0}, 0, 0,
+      rh_StringView{nullptr, 0}};
   if (vtable().GetTraits != nullptr) vtable().GetTraits(handle_, &t);
   return t;
 }

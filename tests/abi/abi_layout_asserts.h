@@ -227,7 +227,7 @@ RH_ABI_PIN_OFFSET(rh_ModelApi, Model_FreeParamStorage, 112);    /* 1.3 */
 RH_ABI_PIN_OFFSET(rh_ModelApi, Model_RestoreParamStorage, 120); /* 1.3 */
 RH_ABI_PIN_STRUCT_SIZE(RH_MODEL_API_STRUCT_SIZE, rh_ModelApi, 128);
 
-RH_ABI_PIN_SIZE(rh_StrategyTraits, 32);
+RH_ABI_PIN_SIZE(rh_StrategyTraits, 48);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, load_phase, 8);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, needs_comm, 12);
@@ -235,7 +235,8 @@ RH_ABI_PIN_OFFSET(rh_StrategyTraits, sharded_checkpoint, 16);
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, input_dtype, 20);         /* 1.3 */
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, sharded_model_state, 24); /* 1.4 */
 RH_ABI_PIN_OFFSET(rh_StrategyTraits, load_from_root, 28);      /* 1.4 */
-RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_TRAITS_STRUCT_SIZE, rh_StrategyTraits, 32);
+RH_ABI_PIN_OFFSET(rh_StrategyTraits, precision_keys, 32);      /* 1.8 */
+RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_TRAITS_STRUCT_SIZE, rh_StrategyTraits, 48);
 
 RH_ABI_PIN_SIZE(rh_SetupEnvArgs, 56);
 RH_ABI_PIN_OFFSET(rh_SetupEnvArgs, struct_size, 0);

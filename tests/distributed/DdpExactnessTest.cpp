@@ -5,7 +5,9 @@
 // - find_unused_parameters keeps communication overlapping backward, leaves
 //   parameters no rank used without a gradient (as one process does), and
 //   repairs a wrong guess of which parameters go unused;
-// - broadcast_buffers: one broadcast per step, every rank's buffers equal.
+// - broadcast_buffers: one broadcast per step, every rank's buffers equal;
+// - one rank is `single`: no communication, the same bits, and its
+//   checkpoint resumes on 2 ranks.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -34,6 +36,7 @@ using rh::test::free_port;
 using rh::test::metric_lines;
 using rh::test::read_safetensors;
 using rh::test::safetensors_header;
+using rh::test::write_cifar;
 
 std::vector<std::string> tensor_names(const fs::path& p) {
   uint64_t n = 0;
@@ -128,6 +131,60 @@ TEST_F(DdpExactnessTest, ExactResumeOnThreeRanksOverTcp) {
   EXPECT_THAT(names, ::testing::Contains("strategy.bucket_plan.lengths"));
 }
 
+// The int64 values of tensor `key` in a safetensors file.
+std::vector<int64_t> longs(const fs::path& file, const std::string& key) {
+  const std::string bytes = rh::test::read_file(file);
+  uint64_t n = 0;
+  const YAML::Node header = safetensors_header(bytes, n);
+  const YAML::Node t = header[key];
+  if (!t || t["dtype"].as<std::string>() != "I64") return {};
+  const size_t begin = t["data_offsets"][0].as<size_t>(), end = t["data_offsets"][1].as<size_t>();
+  std::vector<int64_t> out((end - begin) / 8);
+  std::memcpy(out.data(), bytes.data() + 8 + n + begin, end - begin);
+  return out;
+}
+
+// A world of one communicates nothing: ddp on one rank (a real world, from
+// the launcher) takes the same steps as `single`, bit for bit (no bucket
+// copy, no divide by the world size, no collective: no ddp/* metric). Its
+// checkpoint's bucket plan is marked as never rebuilt (one rank observes no
+// order), so 2 ranks resuming it rebuild theirs from their first step.
+TEST_F(DdpExactnessTest, OneRankIsSingleBitForBitAndItsCheckpointResumesOnTwo) {
+  const std::string hooks =
+      "  - {type: checkpoint, by_epoch: false, interval: 6}\n  - {type: metrics}\n";
+  const std::string cfg = "{by_epoch: false, max_iters: 6}";
+  auto single =
+      run("single", job("unused_param_mlp_scripted.pt", "{type: single}", 8, cfg, hooks), "");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  auto one =
+      run("one", job("unused_param_mlp_scripted.pt", "{type: ddp}", 8, cfg, hooks), launch(1));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_THAT(one.output, HasSubstr("strategy ddp on cpu, seed 3, rank 0 of 1"));
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
+    const std::string a = rh::test::read_file(dir / "single/iter_6" / f);
+    const std::string b = rh::test::read_file(dir / "one/iter_6" / f);
+    EXPECT_TRUE(a == b) << f << " differs between single and ddp on one rank";
+  }
+  for (const auto& line : metric_lines(dir / "one/metrics.jsonl", "train"))
+    for (const auto& [name, value] : line) EXPECT_NE(name.rfind("ddp/", 0), 0u) << name;
+  const auto meta = longs(dir / "one/iter_6/state.safetensors", "strategy.bucket_plan.meta");
+  ASSERT_EQ(meta.size(), 3u);
+  EXPECT_EQ(meta[2], 0) << "one rank marked its plan as rebuilt from an observed order";
+  auto two =
+      run("one",
+          job("unused_param_mlp_scripted.pt", "{type: ddp}", 4, "{by_epoch: false, max_iters: 12}",
+              hooks, "{type: SGD, lr: 0.05, momentum: 0.9}", "resume: auto\n"),
+          launch(2));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_THAT(two.output, HasSubstr("resumed from"));
+  EXPECT_THAT(two.output, ::testing::Not(HasSubstr("no bucket plan")));
+  const auto last = metric_lines(dir / "one/metrics.jsonl", "train").back();
+  EXPECT_GT(last.at("ddp/buckets"), 0);  // two ranks communicate again
+  const auto rebuilt = longs(dir / "one/iter_12/state.safetensors", "strategy.bucket_plan.meta");
+  ASSERT_EQ(rebuilt.size(), 3u);
+  EXPECT_EQ(rebuilt[2], 1) << "2 ranks did not rebuild the plan from their first step";
+}
+
 // An unused parameter must not hold back the buckets after it: from the
 // second step on (the first one tells ddp which parameters go unused) every
 // bucket is issued before backward returns. The result still equals one
@@ -193,30 +250,6 @@ TEST_F(DdpExactnessTest, AWrongGuessOfUnusedParametersIsRepaired) {
     repaired += line.at("ddp/late_gradients");
   EXPECT_GT(repaired, 0) << "no step exercised the repair; change the seed";
   expect_close(dir / "zeros/iter_20/model.safetensors", dir / "found/iter_20/model.safetensors");
-}
-
-// A CIFAR-10-format folder: 5 training files of 16 images and a test file of
-// 32, pixels from a fixed sequence, labels by brightness.
-void write_cifar(const fs::path& root) {
-  fs::create_directories(root);
-  uint32_t state = 12345;
-  auto next = [&]() {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<uint8_t>(state >> 24);
-  };
-  auto file = [&](const fs::path& p, int records) {
-    std::string bytes;
-    for (int r = 0; r < records; ++r) {
-      std::string pixels(3072, '\0');
-      const uint8_t base = next();
-      for (char& c : pixels) c = static_cast<char>((base + next() / 4) & 0xff);
-      bytes.push_back(static_cast<char>(base % 10));
-      bytes += pixels;
-    }
-    std::ofstream(p, std::ios::binary) << bytes;
-  };
-  for (int i = 1; i <= 5; ++i) file(root / ("data_batch_" + std::to_string(i) + ".bin"), 16);
-  file(root / "test_batch.bin", 32);
 }
 
 std::string convnet_job(const fs::path& cifar, const std::string& strategy, int batch) {

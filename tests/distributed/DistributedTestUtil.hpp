@@ -1,10 +1,11 @@
 // Helpers of the distributed tests (through the runner-host binary): a free
 // loopback port for a rendezvous, the float32 tensors of a safetensors
-// checkpoint file, two checkpoints compared within a tolerance, and the
-// lines of metrics.jsonl.
+// checkpoint file, two checkpoints compared within a tolerance, the lines
+// of metrics.jsonl, and a small CIFAR-10-format folder.
 #pragma once
 
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -105,13 +107,15 @@ inline std::vector<std::map<std::string, double>> metric_lines(const std::filesy
 
 // Writes `<name>.yaml` into `dir` (work_dir `dir/<name>` prepended) and runs
 // it through the runner-host binary: on `ranks` processes of the built-in
-// launcher when > 1, with `env` (VAR=value ...) set.
+// launcher when > 1 or `launcher` (one rank through it: a real world of
+// one, with its rendezvous and communicator), with `env` (VAR=value ...) set.
 inline CommandResult run_job(const TempDir& dir, const std::string& name, const std::string& yaml,
-                             int ranks, const std::string& env = "") {
+                             int ranks, const std::string& env = "", bool launcher = false) {
   dir.write(name + ".yaml", "work_dir: " + (dir / name).string() + "\n" + yaml);
-  const std::string launch = ranks > 1 ? " --nproc-per-node " + std::to_string(ranks) +
-                                             " --master-port " + std::to_string(free_port())
-                                       : "";
+  const std::string launch = ranks > 1 || launcher
+                                 ? " --nproc-per-node " + std::to_string(ranks) +
+                                       " --master-port " + std::to_string(free_port())
+                                 : "";
   return run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " + env + " " +
                      quote(RH_RUNNER_HOST) + " --config " + name + ".yaml" + launch);
 }
@@ -133,6 +137,102 @@ inline bool is_key_bias(const std::string& name, size_t i, size_t size) {
 
 inline void expect_equal_bytes(const std::filesystem::path& a, const std::filesystem::path& b) {
   EXPECT_TRUE(read_file(a) == read_file(b)) << a << " and " << b << " differ";
+}
+
+// A CIFAR-10-format folder: 5 training files of 16 images and a test file of
+// 32, pixels from a fixed sequence, labels by brightness.
+inline void write_cifar(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  fs::create_directories(root);
+  uint32_t state = 12345;
+  auto next = [&]() {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<uint8_t>(state >> 24);
+  };
+  auto file = [&](const fs::path& p, int records) {
+    std::string bytes;
+    for (int r = 0; r < records; ++r) {
+      std::string pixels(3072, '\0');
+      const uint8_t base = next();
+      for (char& c : pixels) c = static_cast<char>((base + next() / 4) & 0xff);
+      bytes.push_back(static_cast<char>(base % 10));
+      bytes += pixels;
+    }
+    std::ofstream(p, std::ios::binary) << bytes;
+  };
+  for (int i = 1; i <= 5; ++i) file(root / ("data_batch_" + std::to_string(i) + ".bin"), 16);
+  file(root / "test_batch.bin", 32);
+}
+
+// A job without its `  clip_grad: {max_norm: 0.5}` line, `optim` in its
+// place under optim_wrapper.
+inline std::string without_clip(std::string yaml, const std::string& optim = "") {
+  const std::string clip = "  clip_grad: {max_norm: 0.5}\n";
+  return yaml.replace(yaml.find(clip), clip.size(), optim);
+}
+
+inline const std::string kProfileTwoSteps =
+    "  - {type: profiler, begin: 2, end: 4, dir: profile}\n";
+
+// The checkpoint `one` of a sharded strategy on one rank holds what
+// `single`'s holds, bit for bit: the model file byte for byte, every
+// optimizer state tensor of `single` in rank 0's shard, and there its
+// masters (`<name>.param`) equal to the model's values.
+inline void expect_single_bit_for_bit(const std::filesystem::path& single,
+                                      const std::filesystem::path& one) {
+  expect_equal_bytes(single / "model.safetensors", one / "model.safetensors");
+  const auto state = read_safetensors(single / "optimizer.safetensors");
+  const auto shard = read_safetensors(one / "optimizer.rank0.safetensors");
+  const auto model = read_safetensors(one / "model.safetensors");
+  ASSERT_FALSE(state.empty());
+  for (const auto& [name, values] : state) {
+    ASSERT_EQ(shard.count(name), 1u) << name << " not in rank 0's optimizer shard";
+    EXPECT_TRUE(values == shard.at(name)) << name << " differs from single's";
+  }
+  int masters = 0;
+  for (const auto& [name, values] : shard) {
+    if (name.size() < 6 || name.compare(name.size() - 6, 6, ".param") != 0) continue;
+    ++masters;
+    EXPECT_TRUE(values == model.at(name.substr(0, name.size() - 6))) << name;
+  }
+  EXPECT_GT(masters, 0);
+}
+
+// No train metric of `run_dir`'s metrics.jsonl starts with `prefix` but
+// `allowed`; a profiler trace of two of its steps (kProfileTwoSteps) has
+// the step's phases and no range of `prefix` (the strategy issues every
+// collective inside one).
+inline void expect_no_communication(const std::filesystem::path& run_dir, const std::string& prefix,
+                                    const std::string& allowed = "") {
+  const auto lines = metric_lines(run_dir / "metrics.jsonl", "train");
+  ASSERT_FALSE(lines.empty());
+  for (const auto& line : lines)
+    for (const auto& [name, value] : line)
+      if (name != allowed) {
+        EXPECT_NE(name.rfind(prefix, 0), 0u) << name;
+      }
+  const std::string trace = read_file(run_dir / "profile" / "rank0.json");
+  EXPECT_THAT(trace, ::testing::HasSubstr("\"rh::sync\""));
+  EXPECT_THAT(trace, ::testing::HasSubstr("\"rh::optimizer_step\""));
+  EXPECT_THAT(trace, ::testing::Not(
+                         ::testing::HasSubstr("\"" + prefix.substr(0, prefix.size() - 1) + "::")));
+}
+
+// Adam's step counter of every parameter in an optimizer file (".step"
+// entries, int64).
+inline std::vector<int64_t> adam_steps(const std::filesystem::path& file) {
+  const std::string bytes = read_file(file);
+  uint64_t n = 0;
+  const YAML::Node header = safetensors_header(bytes, n);
+  std::vector<int64_t> steps;
+  for (const auto& kv : header) {
+    const std::string key = kv.first.as<std::string>();
+    if (key.size() < 5 || key.compare(key.size() - 5, 5, ".step") != 0) continue;
+    int64_t s = 0;
+    std::memcpy(&s, bytes.data() + 8 + n + kv.second["data_offsets"][0].as<size_t>(), 8);
+    steps.push_back(s);
+  }
+  return steps;
 }
 
 }  // namespace rh::test

@@ -9,7 +9,11 @@
 //   dicts, and with accumulative_counts 2;
 // - what is gathered at once (1 + prefetch units; one unit while saving a
 //   full state dict), bf16 near fp32, and bad configurations naming their
-//   key.
+//   key;
+// - one rank (--nproc-per-node 1) communicates nothing: every sharding
+//   strategy is `single` bit for bit, accumulating too (no fsdp/* metric,
+//   no fsdp:: range in a profiler trace), resumes bit for bit with either
+//   state dict, loads whole weights, and bf16 stays near fp32 there.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -24,8 +28,11 @@
 
 namespace fs = std::filesystem;
 using rh::test::expect_equal_bytes;
+using rh::test::expect_single_bit_for_bit;
 using rh::test::is_key_bias;
+using rh::test::kProfileTwoSteps;
 using rh::test::read_safetensors;
+using rh::test::without_clip;
 using ::testing::HasSubstr;
 
 namespace {
@@ -81,6 +88,11 @@ class FsdpTest : public ::testing::Test {
   }
   fs::path ckpt(const std::string& run, const std::string& name, const std::string& file) {
     return dir / run / name / file;
+  }
+  // Through the launcher even for one rank (--nproc-per-node 1: a real world
+  // of one, with its rendezvous and communicator).
+  rh::test::CommandResult launch(const std::string& name, const std::string& yaml, int ranks) {
+    return rh::test::run_job(dir, name, yaml, ranks, "", /*launcher=*/true);
   }
 
   // The weights before any step: one step at lr 0 changes nothing.
@@ -391,6 +403,116 @@ TEST_F(FsdpTest, Bf16ParamsStayNearFp32Ddp) {
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
   EXPECT_THAT(bf16.output, HasSubstr("param_dtype BFloat16, reduce_dtype Float"));
   const auto a = train_lines(dir / "ddp" / "metrics.jsonl");
+  const auto b = train_lines(dir / "bf16" / "metrics.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  double la = 0, lb = 0;
+  for (size_t i = a.size() - 10; i < a.size(); ++i) {
+    la += a[i].at("loss");
+    lb += b[i].at("loss");
+  }
+  EXPECT_NEAR(lb / la, 1.0, 0.02) << "bf16 " << lb / 10 << " vs fp32 " << la / 10;
+}
+
+// A world of one communicates nothing (issue 30): fsdp on one rank, under
+// every sharding strategy, takes the steps of `single` (which freezes what
+// fsdp ignores), bit for bit, and accumulating over 2 micro-batches: every
+// unit stays whole, no divide by the world size, no reduction; each
+// gradient goes straight into its unit's grad block the optimizer reads
+// (copied, then added on later micro-batches, as autograd adds in a
+// parameter) and the optimizer updates the parameters themselves (views of
+// the masters). No fsdp/* metric, no fsdp:: range in a profiler trace.
+// clip_grad is left out: the host clips `single` with torch's
+// clip_grad_norm_ (a float32 norm of norms) and a strategy's own tensors
+// through ReduceGradNorm (a sum in double), which round differently; with
+// it the two stay within 1e-6 (the attention's key bias aside: its exact
+// gradient is zero, so AdamW amplifies the rounding).
+TEST_F(FsdpTest, OneRankIsSingleBitForBitForEveryShardingStrategy) {
+  const std::string hooks = save_at(8) + "  - {type: metrics}\n";
+  const std::string accumulate = "  accumulative_counts: 2\n";
+  for (const auto& [name, optim] : std::vector<std::pair<std::string, std::string>>{
+           {"single", ""}, {"single_acc", accumulate}}) {
+    auto single =
+        run(name, without_clip(gpt_job("{type: single}", 8, hooks, "", kDdpFrozen), optim), 1);
+    ASSERT_EQ(single.exit_code, 0) << single.output;
+  }
+  struct Case {
+    std::string name, strategy, optim, reference;
+  };
+  for (const Case& c : {
+           Case{"full_shard", fsdp("full_shard"), "", "single"},
+           Case{"shard_grad_op", fsdp("shard_grad_op"), "", "single"},
+           Case{"no_shard", fsdp("no_shard"), "", "single"},
+           Case{"hybrid_shard", fsdp("hybrid_shard"), "", "single"},
+           Case{"wrapped", fsdp("full_shard", ", auto_wrap: {min_params: 5000}"), "", "single"},
+           Case{"accumulating", fsdp("shard_grad_op"), accumulate, "single_acc"},
+       }) {
+    SCOPED_TRACE(c.name);
+    auto r =
+        launch(c.name, without_clip(gpt_job(c.strategy, 8, hooks + kProfileTwoSteps), c.optim), 1);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("rank 0 of 1"));
+    EXPECT_THAT(r.output, HasSubstr("sharded over 1 of 1 rank(s)"));
+    EXPECT_THAT(r.output,
+                HasSubstr("one rank: no communication, the parameters are the float32 masters"));
+    expect_single_bit_for_bit(dir / c.reference / "iter_8", dir / c.name / "iter_8");
+    rh::test::expect_no_communication(dir / c.name, "fsdp/");
+  }
+  auto single_clip = run("single_clip", gpt_job("{type: single}", 8, hooks, "", kDdpFrozen), 1);
+  ASSERT_EQ(single_clip.exit_code, 0) << single_clip.output;
+  auto clip = launch("clip", gpt_job(fsdp("full_shard"), 8, hooks), 1);
+  ASSERT_EQ(clip.exit_code, 0) << clip.output;
+  rh::test::expect_close(ckpt("single_clip", "iter_8", "model.safetensors"),
+                         ckpt("clip", "iter_8", "model.safetensors"), 1e-6f, is_key_bias,
+                         0.003f * 8);
+}
+
+// On one rank: saved at 6, resumed to 12, bit for bit with a full and with
+// a sharded state dict; load_from the full one's weights saves them back
+// bit for bit after a step at lr 0 (the host writes the whole values into
+// the parameters, which are the masters there).
+TEST_F(FsdpTest, OneRankResumesBitForBitAndLoadsWholeWeights) {
+  for (const auto& [name, strategy] : std::vector<std::pair<std::string, std::string>>{
+           {"full", fsdp("full_shard")},
+           {"sharded", fsdp("full_shard", ", state_dict_type: sharded")}}) {
+    SCOPED_TRACE(name);
+    const std::string a = "straight_" + name, b = "resumed_" + name;
+    auto straight = launch(a, gpt_job(strategy, 12, save_at(6)), 1);
+    ASSERT_EQ(straight.exit_code, 0) << straight.output;
+    auto resumed = launch(
+        b, gpt_job(strategy, 12, save_at(6), "resume: " + (dir / a / "iter_6").string() + "\n"), 1);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_THAT(resumed.output, HasSubstr("resumed from"));
+    for (const std::string file : {"model.safetensors", "optimizer.rank0.safetensors"})
+      expect_equal_bytes(ckpt(a, "iter_12", file), ckpt(b, "iter_12", file));
+  }
+  EXPECT_THAT(rh::test::read_file(ckpt("straight_sharded", "iter_6", "meta.json")),
+              HasSubstr("\"model_state\": \"sharded\""));
+  const fs::path weights = ckpt("straight_full", "iter_6", "model.safetensors");
+  std::string job =
+      gpt_job(fsdp("full_shard"), 1, save_at(1), "load_from: " + weights.string() + "\n");
+  job.replace(job.find("lr: 0.003"), 9, "lr: 0.0");
+  auto loaded = launch("loaded", job, 1);
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.output;
+  EXPECT_THAT(loaded.output, HasSubstr("loaded weights from"));
+  expect_equal_bytes(weights, ckpt("loaded", "iter_1", "model.safetensors"));
+}
+
+// bf16 parameters on one rank (the gradients cast into the float32 grad
+// blocks at the window's end, the masters cast back after the step),
+// accumulating over 2 micro-batches: near float32 `single` accumulating.
+TEST_F(FsdpTest, OneRankBf16StaysNearFp32Single) {
+  const std::string accumulate = "  accumulative_counts: 2\n";
+  auto fp32 = run(
+      "fp32", gpt_job("{type: single}", 50, "  - {type: metrics}\n", accumulate, kDdpFrozen), 1);
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
+  auto bf16 = launch("bf16",
+                     gpt_job(fsdp("full_shard", ", mixed_precision: {param_dtype: bfloat16}"), 50,
+                             "  - {type: metrics}\n", accumulate),
+                     1);
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  EXPECT_THAT(bf16.output, HasSubstr("param_dtype BFloat16"));
+  EXPECT_THAT(bf16.output, HasSubstr("one rank: no communication"));
+  const auto a = train_lines(dir / "fp32" / "metrics.jsonl");
   const auto b = train_lines(dir / "bf16" / "metrics.jsonl");
   ASSERT_EQ(a.size(), b.size());
   double la = 0, lb = 0;

@@ -151,5 +151,65 @@ TEST(OptimSchemaTest, CrossKeyRules) {
   EXPECT_EQ(errors_of("param_scheduler:\n  - {type: PolyLR}\n"), Messages{});
 }
 
+// AmpOptimWrapper: MMEngine's keys as its configs write them, read into the
+// settings the runner builds the scaler from; its keys refused elsewhere.
+TEST(OptimSchemaTest, AmpOptimWrapperTakesMmengineKeys) {
+  for (const char* scale : {"dynamic", "512.0", "512",
+                            "{init_scale: 1024, growth_factor: 4, backoff_factor: 0.25, "
+                            "growth_interval: 100}"})
+    EXPECT_EQ(errors_of(std::string("optim_wrapper:\n  type: AmpOptimWrapper\n  dtype: float16\n"
+                                    "  loss_scale: ") +
+                        scale + "\n  optimizer: {type: SGD, lr: 0.01, momentum: 0.9}\n"),
+              Messages{})
+        << scale;
+  auto settings = [](const std::string& yaml) {
+    const NodePtr root = config::parse_yaml(yaml, "job.yaml");
+    return read_amp_settings(*root->find("optim_wrapper"));
+  };
+  EXPECT_FALSE(settings("optim_wrapper: {optimizer: {type: Adam}}\n").has_value());
+  const auto plain = settings("optim_wrapper: {type: AmpOptimWrapper, optimizer: {type: Adam}}\n");
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->dtype, AmpDtype::Default);
+  EXPECT_TRUE(plain->scaler.dynamic);
+  EXPECT_EQ(plain->scaler.init_scale, 65536.0);
+  EXPECT_EQ(plain->scaler.growth_interval, 2000);
+  const auto fixed = settings(
+      "optim_wrapper: {type: AmpOptimWrapper, dtype: bfloat16, loss_scale: 128, optimizer: "
+      "{type: Adam}}\n");
+  EXPECT_EQ(fixed->dtype, AmpDtype::BFloat16);
+  EXPECT_FALSE(fixed->scaler.dynamic);
+  EXPECT_EQ(fixed->scaler.init_scale, 128.0);
+  EXPECT_EQ(fixed->dtype_path, "optim_wrapper.dtype");
+  const auto custom = settings(
+      "optim_wrapper: {type: AmpOptimWrapper, loss_scale: {init_scale: 8, growth_interval: 3}, "
+      "optimizer: {type: Adam}}\n");
+  EXPECT_TRUE(custom->scaler.dynamic);
+  EXPECT_EQ(custom->scaler.init_scale, 8.0);
+  EXPECT_EQ(custom->scaler.growth_interval, 3);
+  EXPECT_EQ(custom->scaler.backoff_factor, 0.5);
+}
+
+TEST(OptimSchemaTest, AmpKeysAreRefusedWhereTheyCannotApply) {
+  EXPECT_EQ(errors_of("optim_wrapper:\n  dtype: bfloat16\n  optimizer: {type: Adam}\n"),
+            Messages{"job.yaml:2:10: optim_wrapper.dtype: dtype is an AmpOptimWrapper key (type: "
+                     "AmpOptimWrapper turns on mixed precision; type is OptimWrapper here)"});
+  EXPECT_EQ(errors_of("optim_wrapper:\n  type: AmpOptimWrapper\n  dtype: float64\n"
+                      "  optimizer: {type: Adam}\n"),
+            Messages{"job.yaml:3:10: optim_wrapper.dtype: expected one of bfloat16, float16, "
+                     "got 'float64' (did you mean 'float16'?)"});
+  const auto bad_scale = errors_of(
+      "optim_wrapper:\n  type: AmpOptimWrapper\n  loss_scale: static\n  optimizer: {type: "
+      "Adam}\n");
+  ASSERT_EQ(bad_scale.size(), 1u);
+  EXPECT_NE(bad_scale[0].find("optim_wrapper.loss_scale"), std::string::npos) << bad_scale[0];
+  EXPECT_EQ(errors_of("optim_wrapper:\n  type: AmpOptimWrapper\n  loss_scale: {backoff_factor: "
+                      "1}\n  optimizer: {type: Adam}\n"),
+            Messages{"job.yaml:3:32: optim_wrapper.loss_scale.backoff_factor: must be < 1 (the "
+                     "scale is multiplied by it after an overflow)"});
+  EXPECT_EQ(errors_of("optim_wrapper:\n  type: AmpOptimWrapper\n  loss_scale: {growth_factor: 1}\n"
+                      "  optimizer: {type: Adam}\n"),
+            Messages{"job.yaml:3:31: optim_wrapper.loss_scale.growth_factor: must be > 1, got 1"});
+}
+
 }  // namespace
 }  // namespace rh::optim

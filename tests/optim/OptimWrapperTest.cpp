@@ -10,6 +10,7 @@
 #include "optim/OptimTestUtil.hpp"
 #include "optim/OptimWrapper.hpp"
 #include "optim/ParamScheduler.hpp"
+#include "rh/cpp/torch_compat.hpp"
 
 namespace rh::optim {
 namespace {
@@ -289,6 +290,71 @@ TEST(OptimWrapperTest, AdamWMatchesHandComputedSteps) {
                 adam_by_hand(run, 0.01, 0.9, 0.999, 1e-8, 0, 0.01, false));
   expect_values(run.run("{type: AdamW, lr: 0.02, weight_decay: 0.5, amsgrad: true}"),
                 adam_by_hand(run, 0.02, 0.9, 0.999, 1e-8, 0, 0.5, true));
+}
+
+// fused: true (torch.optim's fused=True): where this LibTorch has the
+// kernel (2.0+ on a GPU, 2.4+ on the CPU), the book's Adam / AdamW within
+// float32 rounding, on torch::optim's state (a resume through
+// state_tensors continues bit for bit); elsewhere refused, naming the key.
+TEST(OptimWrapperTest, FusedAdamFollowsTheBookAndResumesBitwiseOrIsRefused) {
+  const c10::Device device =
+      torch::cuda::is_available() ? c10::Device(at::kCUDA, 0) : c10::Device(at::kCPU);
+  const TwoSteps run;
+  auto fused_run = [&](const std::string& optimizer, std::vector<at::Tensor> grads, int from,
+                       const std::vector<model::NamedTensor>* state, at::Tensor p0) {
+    Job job("optim_wrapper:\n  optimizer: " + optimizer + "\n");
+    const at::Tensor p = p0.detach().clone().to(device).set_requires_grad(true);
+    OptimWrapper wrapper(job.at("optim_wrapper"), {{"p", p, false}});
+    EXPECT_TRUE(wrapper.fused());
+    if (state != nullptr) wrapper.load_state_tensors(*state);
+    for (size_t k = static_cast<size_t>(from); k < grads.size(); ++k) {
+      p.mutable_grad() = grads[k].to(device);
+      wrapper.step();
+      wrapper.zero_grad();
+    }
+    return std::make_pair(p.detach().cpu(), wrapper.state_tensors());
+  };
+  const at::Tensor p0 = at::tensor(run.p0, at::kDouble).to(at::kFloat);
+  std::vector<at::Tensor> grads;
+  for (const auto& g : run.grads) grads.push_back(at::tensor(g, at::kDouble).to(at::kFloat));
+  const std::string adamw =
+      "{type: AdamW, lr: 0.02, weight_decay: 0.5, amsgrad: true, fused: true}";
+  if (!compat::fused_adam_supports(device)) {
+    Job job("optim_wrapper:\n  optimizer: " + adamw + "\n");
+    try {
+      OptimWrapper wrapper(job.at("optim_wrapper"), {{"p", leaf(p0), false}});
+      FAIL() << "fused: true must be refused on LibTorch " << TORCH_VERSION;
+    } catch (const config::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("optim_wrapper.optimizer.fused: the fused AdamW kernel "
+                                           "needs LibTorch 2.0+ on a GPU or 2.4+ on the CPU"),
+                std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  auto near_book = [](const at::Tensor& got, const std::vector<double>& want) {
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[static_cast<int64_t>(i)].item<double>(), want[i], 1e-6) << "element " << i;
+  };
+  near_book(fused_run(adamw, grads, 0, nullptr, p0).first,
+            adam_by_hand(run, 0.02, 0.9, 0.999, 1e-8, 0, 0.5, true));
+  near_book(fused_run("{type: Adam, lr: 0.01, betas: [0.8, 0.9], eps: 1.0e-6, weight_decay: 0.1, "
+                      "fused: true}",
+                      grads, 0, nullptr, p0)
+                .first,
+            adam_by_hand(run, 0.01, 0.8, 0.9, 1e-6, 0.1, 0, false));
+  // Four steps, then the state through state_tensors into a new wrapper.
+  for (int k = 0; k < 5; ++k) grads.push_back(wave({3}, 0.3 * k));
+  const auto straight = fused_run(adamw, grads, 0, nullptr, p0);
+  const std::vector<at::Tensor> first(grads.begin(), grads.begin() + 4);
+  const auto half = fused_run(adamw, first, 0, nullptr, p0);
+  const auto resumed = fused_run(adamw, grads, 4, &half.second, half.first);
+  EXPECT_TRUE(torch::equal(straight.first, resumed.first))
+      << straight.first << " vs " << resumed.first;
+  ASSERT_EQ(straight.second.size(), resumed.second.size());
+  for (size_t i = 0; i < straight.second.size(); ++i)
+    EXPECT_TRUE(torch::equal(straight.second[i].tensor, resumed.second[i].tensor))
+        << straight.second[i].name;
 }
 
 TEST(OptimWrapperTest, ScaleLrMultipliesLrsAndBaseLrs) {

@@ -11,6 +11,12 @@
 // summed values need no copy back. Gradient-accumulation steps
 // (BeforeBackward(sync = 0)) do not communicate.
 //
+// A world of one rank communicates nothing: no gradient callbacks, no
+// buckets (no copy, no memory), no buffer broadcast, no metrics; each
+// gradient stays where backward wrote it, as under `single` (issue 30: ddp
+// on 1 rank cost 1.06-1.30 x single on a GPU). The bucket plan is still
+// made and saved, so a checkpoint moves to more ranks as any other.
+//
 // The bucket plan is rebuilt once, from the order gradients arrived in the
 // first synchronised step, and saved with the checkpoint (StateExport): a
 // resumed run sums in the same buckets, hence the same order, as the
@@ -152,8 +158,9 @@ class DdpStrategy {
       shapes_[i] = p.sizes().vec();
       bytes[i] = static_cast<size_t>(p.numel()) * p.element_size();
       trainable_.push_back(i);
-      rh::check(host_,
-                api_->Model_AddGradReadyCallback(model_, i, &DdpStrategy::on_grad_ready, this));
+      if (!alone())
+        rh::check(host_,
+                  api_->Model_AddGradReadyCallback(model_, i, &DdpStrategy::on_grad_ready, this));
     }
     numel_.resize(n, 0);
     shapes_.resize(n);
@@ -167,10 +174,11 @@ class DdpStrategy {
     // Gradients become ready roughly in reverse registration order.
     std::vector<size_t> order(trainable_.rbegin(), trainable_.rend());
     set_plan(rh::ddp::plan_buckets(order, bytes_, n, first_cap_bytes_, cap_bytes_));
-    record_order_ = true;
+    record_order_ = !alone();  // alone, no gradient order is observed
   }
 
   void before_backward(bool sync) {
+    if (alone()) return;
     sync_ = sync;
     in_backward_ = true;
     std::fill(ready_.begin(), ready_.end(), 0);
@@ -201,7 +209,7 @@ class DdpStrategy {
 
   void sync_gradients(bool sync) {
     in_backward_ = false;
-    if (!sync) return;
+    if (!sync || alone()) return;
     if (twice_ >= 0) {
       rh_ParamInfo info{};
       info.struct_size = RH_PARAM_INFO_STRUCT_SIZE;
@@ -236,6 +244,7 @@ class DdpStrategy {
   // bytes side by side in one byte tensor (a broadcast copies bytes, so
   // buffers of any dtype share it).
   void after_optimizer_step() {
+    if (alone()) return;
     broadcast_buffers();
     put_comm_metrics();
   }
@@ -325,7 +334,7 @@ class DdpStrategy {
     put_longs(dict, kPlanLengths, lengths);
     put_longs(dict, kPlanMeta,
               {static_cast<int64_t>(first_cap_bytes_), static_cast<int64_t>(cap_bytes_),
-               record_order_ ? 0 : 1});
+               rebuilt_ ? 1 : 0});
     if (find_unused_)
       put_longs(dict, kUnusedEverywhere,
                 std::vector<int64_t>(unused_everywhere_.begin(), unused_everywhere_.end()));
@@ -366,7 +375,9 @@ class DdpStrategy {
       plan = rh::ddp::plan_buckets(order, bytes_, numel_.size(), first_cap_bytes_, cap_bytes_);
     }
     set_plan(std::move(plan));
-    record_order_ = !rebuilt;  // no second rebuild: it would see another first step
+    // No second rebuild: it would see another first step (alone: none).
+    rebuilt_ = rebuilt;
+    record_order_ = !rebuilt && !alone();
     std::vector<int64_t> unused;
     if (find_unused_ && get_longs(dict, kUnusedEverywhere, unused)) {
       if (unused.size() != unused_everywhere_.size())
@@ -623,6 +634,7 @@ class DdpStrategy {
   void rebuild_from_observed_order() {
     RECORD_USER_SCOPE("ddp::rebuild_buckets");
     record_order_ = false;
+    rebuilt_ = true;
     std::vector<int64_t> order(trainable_.size(), -1);
     std::vector<bool> seen(numel_.size(), false);
     size_t k = 0;
@@ -651,6 +663,8 @@ class DdpStrategy {
     set_plan(rh::ddp::plan_buckets(agreed, bytes_, numel_.size(), first_cap_bytes_, cap_bytes_));
   }
 
+  bool alone() const { return world_size_ == 1; }
+
   void set_plan(BucketPlan plan) {
     release_works();
     plan_ = std::move(plan);
@@ -666,6 +680,7 @@ class DdpStrategy {
         offset_in_bucket_[i] = total;
         total += numel_[i];
       }
+      if (alone()) continue;  // the plan only, for checkpoints: no bucket memory
       flats_.push_back(
           at::empty({total}, at::TensorOptions().dtype(dtype_).device(device_of_params_)));
     }
@@ -726,7 +741,11 @@ class DdpStrategy {
   bool sync_ = true;
   bool in_backward_ = false;
   size_t launched_in_backward_ = 0;
-  bool record_order_ = false;
+  bool record_order_ = false;  // rebuild the plan after this step (the first synchronised one)
+  // The plan follows an observed gradient order (saved: a resumed run does
+  // not rebuild it again). Never alone: one rank observes nothing, so more
+  // ranks resuming its checkpoint still rebuild theirs.
+  bool rebuilt_ = false;
   std::vector<size_t> observed_;
   std::vector<int64_t> offset_in_bucket_;  // parameter -> first element in its bucket
   std::vector<char> seen_;                 // this backward: parameter's gradient arrived

@@ -51,6 +51,24 @@
 // trainable ones. With param_dtype other than float32 every parameter,
 // these too, is cast to it (the forward mixes them).
 //
+// One rank (Comm_Size(world) == 1), whatever the sharding_strategy: the
+// shard group is that rank, every unit stays whole (no gather, no free, no
+// unit callbacks) and nothing is communicated (no collective at all, no
+// flat reduce buffer, no fsdp/* metric). With float32 param_dtype each
+// parameter *is* its piece of its unit's master block (Model_SetParamData to
+// a view of it at Wrap: the optimizer's in-place update is the parameter's
+// update, nothing is copied back) and each gradient, when ready, is copied
+// straight into its piece of the unit's grad (a memcpy; added there on
+// later micro-batches of a window: the float32 sums autograd would make in
+// the parameter, in the same order) and released: the arithmetic of the
+// single strategy, bit for bit. With bf16 / fp16 the gradients accumulate
+// in the parameters as on N ranks and are cast into the float32 grad at the
+// window's end, and the masters are cast back into the parameters after the
+// step (real work, not communication); reduce_dtype, the dtype of a
+// reduction, has no effect. The layout (masters, optimizer state,
+// checkpoint shards) is the same, so a checkpoint moves to and from N
+// ranks as any other.
+//
 // Checkpoints: every rank writes its optimizer state and its masters
 // (sharded_checkpoint). state_dict_type full: rank 0 writes the whole model,
 // gathered one unit at a time through UnitParams (no rank holds more than
@@ -115,6 +133,7 @@ struct Member {
   int64_t row = 1;     // elements of one dim-0 row
   int64_t len = 0;     // elements of each rank block that are this member's (rows per rank x row)
   int64_t offset = 0;  // where they start in a rank block
+  bool taken = false;  // one rank, float32: its gradient is in `grad` for this backward
   // Elements of the whole parameter that shard `i` holds (the rest of its
   // `len` is padding).
   int64_t valid(int64_t i) const { return std::clamp<int64_t>(numel - i * len, 0, len); }
@@ -153,6 +172,14 @@ class FsdpStrategy {
     cfg_ = FsdpConfig::from_config(node_);
     param_dtype_ = scalar_type(cfg_.param_dtype);
     reduce_dtype_ = scalar_type(cfg_.reduce_dtype);
+    // What makes this fsdp compute or reduce in a precision of its own (the
+    // precision_keys trait: the host's AmpOptimWrapper is refused beside it).
+    if (cfg_.param_dtype != Dtype::Float32)
+      precision_keys_ =
+          std::string("mixed_precision.param_dtype: ") + rh::fsdp::dtype_name(cfg_.param_dtype);
+    if (cfg_.reduce_dtype != Dtype::Float32)
+      precision_keys_ += std::string(precision_keys_.empty() ? "" : ", ") +
+                         "mixed_precision.reduce_dtype: " + rh::fsdp::dtype_name(cfg_.reduce_dtype);
   }
 
   ~FsdpStrategy() {
@@ -167,6 +194,8 @@ class FsdpStrategy {
     if (RH_STRUCT_HAS(&t, rh_StrategyTraits, sharded_model_state))
       t.sharded_model_state = cfg_.sharded_state_dict ? 1 : 0;
     if (RH_STRUCT_HAS(&t, rh_StrategyTraits, load_from_root)) t.load_from_root = 1;
+    if (RH_STRUCT_HAS(&t, rh_StrategyTraits, precision_keys))
+      t.precision_keys = rh_StringView{precision_keys_.data(), precision_keys_.size()};
     if (RH_STRUCT_HAS(&t, rh_StrategyTraits, input_dtype) && cfg_.cast_forward_inputs &&
         param_dtype_ != at::kFloat)
       t.input_dtype = param_dtype_ == at::kBFloat16 ? DLDataType{kDLBfloat, 16, 1}
@@ -202,6 +231,7 @@ class FsdpStrategy {
                        " has no float16 matrix multiply on the CPU; use bfloat16 or run on a GPU");
 #endif
     make_groups();
+    alias_ = alone() && param_dtype_ == at::kFloat;
     world_size_tensor_ = at::scalar_tensor(static_cast<double>(world_size_), at::kDouble);
   }
 
@@ -279,7 +309,9 @@ class FsdpStrategy {
     }
     grad_pool_.configure(largest, f32.dtype(reduce_dtype_));
     gather_pool_.configure(largest, f32.dtype(param_dtype_));
-    for (int32_t m = 0; m < model_units; ++m) {
+    if (alias_) share_masters();  // and each gradient taken as it is ready
+    // One rank: every unit stays whole, nothing to do around a unit.
+    for (int32_t m = 0; m < model_units && !alone(); ++m) {
       if (fsdp_unit_of(m) < 0) continue;
       for (rh_UnitPhase ph :
            {RH_UNIT_PRE_FORWARD, RH_UNIT_POST_FORWARD, RH_UNIT_PRE_BACKWARD, RH_UNIT_POST_BACKWARD})
@@ -302,6 +334,9 @@ class FsdpStrategy {
         << " rank(s), reshard_after_forward " << reshard_ << ", param_dtype "
         << c10::toString(param_dtype_) << ", reduce_dtype " << c10::toString(reduce_dtype_)
         << ", state_dict_type " << (cfg_.sharded_state_dict ? "sharded" : "full");
+    if (alone())
+      msg << "; one rank: no communication"
+          << (alias_ ? ", the parameters are the float32 masters" : "");
     log(RH_LOG_INFO, msg.str());
   }
 
@@ -333,9 +368,16 @@ class FsdpStrategy {
     next_launch_ = 0;
     backward_unit_ = -1;
     if (!sync) accumulated_window_ = true;
+    if (alias_)
+      for (Unit& u : units_)
+        for (Member& m : u.members) m.taken = false;
   }
 
   void sync_gradients(bool sync) {
+    if (alone()) {
+      sync_alone(sync);
+      return;
+    }
     if (sync && sync_) {
       for (Unit& u : units_) u.ready = true;  // the root unit, units no gradient reached
       launch_ready();
@@ -354,6 +396,12 @@ class FsdpStrategy {
   }
 
   void after_optimizer_step() {
+    if (alone()) {
+      // float32: the optimizer updated the parameters themselves. bf16 /
+      // fp16: the new masters cast into the parameters.
+      for (Unit& u : units_) params_from_masters(u);
+      return;
+    }
     RECORD_USER_SCOPE("fsdp::persistent_units");
     for (Unit& u : units_) {
       set_piece(u, at::Tensor());  // pieces of the old values
@@ -376,10 +424,12 @@ class FsdpStrategy {
         if (!u->persistent) free_params(*u);
         break;
       case RH_UNIT_PARAMS_ADOPT:
-        // The host wrote whole values into this unit's parameters.
-        master_from(*u, [&](const Member& m) {
-          return rh::borrow_tensor(param_info(m.param).data).to(at::kFloat);
-        });
+        // The host wrote whole values into this unit's parameters (one
+        // rank in float32: into the masters themselves).
+        if (!alias_)
+          master_from(*u, [&](const Member& m) {
+            return rh::borrow_tensor(param_info(m.param).data).to(at::kFloat);
+          });
         set_piece(*u, at::Tensor());
         if (!u->persistent) free_params(*u);
         break;
@@ -406,7 +456,7 @@ class FsdpStrategy {
       at::Tensor peaks = at::zeros({2}, at::kDouble);
       peaks[rank_ == 0 ? 0 : 1] = mine;
       peaks = peaks.to(device_);
-      if (world_ != nullptr) collective_sync(world_, peaks, RH_REDUCE_MAX);
+      if (world_ != nullptr && !alone()) collective_sync(world_, peaks, RH_REDUCE_MAX);
       peaks = peaks.cpu();
       if (rank_ == 0)
         log(RH_LOG_INFO, "strategy 'fsdp': saving held at most " +
@@ -625,11 +675,13 @@ class FsdpStrategy {
   // Persistent units after a step (and at resume): the masters into the
   // whole parameters.
   void params_from_masters(Unit& u) {
+    if (alias_) return;  // one rank in float32: the parameters are the masters
     at::Tensor send = u.master.to(param_dtype_);
     if (shard_comm_ == nullptr) {
       scatter_to_params(u, send);
       return;
     }
+    RECORD_USER_SCOPE("fsdp::all_gather");
     at::Tensor buf = gather_pool_.take();
     at::Tensor out = buf.narrow(0, 0, shards_ * u.block);
     InFlight f;
@@ -653,6 +705,7 @@ class FsdpStrategy {
   // block; then, across the replicas (hybrid_shard), a broadcast from the
   // shard group of rank 0. S = 1: a broadcast of the block.
   void adopt_from_root(Unit& u, int32_t slot) {
+    RECORD_USER_SCOPE("fsdp::adopt_from_root");
     torch::NoGradGuard no_grad;
     const auto f32 = u.master.options();
     at::Tensor mine = at::empty({u.block}, f32);
@@ -690,7 +743,7 @@ class FsdpStrategy {
   // ROOT_ADOPT: what every rank holds whole (frozen, ignored) of model unit
   // `slot`, rank 0's values everywhere.
   void broadcast_whole(int32_t slot) {
-    if (world_ == nullptr) return;
+    if (world_ == nullptr || alone()) return;
     for (size_t i = 0; i < managed_.size(); ++i) {
       if (managed_[i] || slot_of_[i] != slot) continue;
       at::Tensor p = rh::borrow_tensor(param_info(i).data);
@@ -932,11 +985,83 @@ class FsdpStrategy {
     u.flat_buf = at::Tensor();
   }
 
+  // ---- One rank -------------------------------------------------------------------
+
+  bool alone() const { return world_size_ == 1; }
+
+  // float32: each managed parameter becomes a view of its piece of its
+  // unit's master block (one rank: the piece is the whole parameter), so
+  // the optimizer's in-place update is the parameter's update; and its
+  // gradient, when ready, goes straight into its piece of the unit's grad.
+  void share_masters() {
+    place_.assign(names_.size(), {-1, -1});
+    for (size_t k = 0; k < units_.size(); ++k)
+      for (size_t j = 0; j < units_[k].members.size(); ++j) {
+        const Member& m = units_[k].members[j];
+        DLManagedTensor* dl =
+            rh::export_tensor(units_[k].master.narrow(0, m.offset, m.numel).view(m.shape));
+        rh_Error* err = api_->Model_SetParamData(model_, m.param, dl);
+        if (err) dl->deleter(dl);
+        rh::check(host_, err);
+        place_[m.param] = {static_cast<int>(k), static_cast<int>(j)};
+        rh::check(host_, api_->Model_AddGradReadyCallback(model_, m.param,
+                                                          &FsdpStrategy::on_grad_ready, this));
+      }
+  }
+
+  static void on_grad_ready(void* self, size_t index) {
+    static_cast<FsdpStrategy*>(self)->grad_ready(index);
+  }
+
+  // float32: the gradient copied into (or, later in a window, added to) its
+  // piece of `grad` and released: every micro-batch's float32 sums in the
+  // order autograd would make them in the parameter, without holding it.
+  void grad_ready(size_t index) {
+    const auto [k, j] = place_[index];
+    if (k < 0) return;
+    Member& m = units_[static_cast<size_t>(k)].members[static_cast<size_t>(j)];
+    DLManagedTensor* view = nullptr;
+    rh::check(host_, api_->Model_GetGrad(model_, m.param, &view));
+    if (view == nullptr) return;
+    rh::sharding::take_into(units_[static_cast<size_t>(k)].grad, m.offset, m.numel, view,
+                            accumulating_);
+    rh::check(host_, api_->Model_ReleaseGrad(model_, m.param));
+    m.taken = true;
+  }
+
+  // What N ranks' reduction leaves in `grad`, without one.
+  void sync_alone(bool sync) {
+    if (alias_) {
+      // Taken as they came; one that never arrived counts as zeros.
+      for (Unit& u : units_)
+        for (const Member& m : u.members)
+          if (!m.taken && !accumulating_) u.grad.narrow(0, m.offset, m.numel).zero_();
+      accumulating_ = !sync;  // the next backward adds unless a step comes first
+      return;
+    }
+    if (!sync) return;  // accumulating: the gradients stay in the parameters
+    // bf16 / fp16: each gradient cast into its piece of `grad` and released;
+    // one that never arrived counts as zeros.
+    torch::NoGradGuard no_grad;
+    for (Unit& u : units_)
+      for (const Member& m : u.members) {
+        DLManagedTensor* view = nullptr;
+        rh::check(host_, api_->Model_GetGrad(model_, m.param, &view));
+        if (view == nullptr) {
+          u.grad.narrow(0, m.offset, m.numel).zero_();
+          continue;
+        }
+        rh::sharding::take_into(u.grad, m.offset, m.numel, view, false);
+        rh::check(host_, api_->Model_ReleaseGrad(model_, m.param));
+      }
+  }
+
   // ---- Small helpers -----------------------------------------------------------------
 
   void wait(InFlight& f) { f.wait(host_, comm_s_); }
 
   void collective_sync(rh_Comm* comm, at::Tensor& t, rh_ReduceOp op) {
+    RECORD_USER_SCOPE("fsdp::all_reduce");
     DLManagedTensor* dl = rh::export_tensor(t);
     const auto t0 = Clock::now();
     rh_Error* err = host_->Comm_AllReduce(comm, dl, op, nullptr);
@@ -946,6 +1071,7 @@ class FsdpStrategy {
   }
 
   void collective_broadcast(rh_Comm* comm, at::Tensor& t) {
+    RECORD_USER_SCOPE("fsdp::broadcast");
     DLManagedTensor* dl = rh::export_tensor(t);
     const auto t0 = Clock::now();
     rh_Error* err = host_->Comm_Broadcast(comm, dl, 0, nullptr);
@@ -1019,6 +1145,13 @@ class FsdpStrategy {
   rh::Config node_;  // the `strategy:` map (valid until the instance is destroyed)
   FsdpConfig cfg_;
   at::ScalarType param_dtype_ = at::kFloat, reduce_dtype_ = at::kFloat;
+  // One rank with float32 param_dtype: the parameters are views of the
+  // masters, their gradients taken into `grad` as they are ready (place_:
+  // per parameter, its unit and member; accumulating_: `grad` holds earlier
+  // micro-batches of this window).
+  bool alias_ = false, accumulating_ = false;
+  std::vector<std::pair<int, int>> place_;
+  std::string precision_keys_;  // the precision_keys trait ("" in float32)
   rh_Comm* world_ = nullptr;
   rh_Comm* shard_comm_ = nullptr;      // this rank's shard group (NULL: S = 1)
   rh_Comm* replicate_comm_ = nullptr;  // the ranks holding the same shards (NULL: none)

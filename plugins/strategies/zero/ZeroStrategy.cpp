@@ -63,6 +63,26 @@
 // communicated, never in the optimizer. Buffers are left as they are on
 // each rank.
 //
+// One rank (Comm_Size(world) == 1) communicates nothing, at every stage:
+// no collective at all (not even a 1-rank one), no flat gradient buffer,
+// no all-gather after the step, no unit callbacks and nothing freed at
+// stage 3 (every parameter stays resident), no zero/* metric but the fp16
+// loss scale. The layout is the same (groups of one chunk each, the masters
+// and gradients the optimizer reads, the checkpoint's shards), so a
+// checkpoint moves to and from N ranks as any other. With float32 working
+// parameters each parameter *is* its piece of the flat master
+// (Model_SetParamData to a view of it at Wrap: the optimizer's in-place
+// update is the parameter's update, nothing is copied back), and each
+// gradient, when ready, is copied straight into its piece of `grad` (a
+// memcpy; added there on later micro-batches of a window: the float32 sums
+// autograd would make in the parameter, in the same order) and released.
+// With bf16 / fp16 working parameters the gradients are cast into `grad`
+// (at stages 2 and 3 as each becomes ready, at stage 1 at the window's end,
+// as on N ranks) and the masters cast back into the parameters after the
+// step: real work, no communication. The arithmetic is the single
+// strategy's (no divide by the world size, no reduction), bit for bit in
+// float32.
+//
 // Test-only environment variables (tests/strategies/zero):
 //   RH_ZERO_TEST_FP16_COMPUTE=float32  fp16's loss scaling, overflow checks
 //     and skipped steps with float32 working parameters (the CPU cannot run
@@ -159,6 +179,11 @@ class ZeroStrategy {
     working_ = cfg_.bf16_enabled                           ? at::kBFloat16
                : cfg_.fp16_enabled && !fp16_compute_float_ ? at::kHalf
                                                            : at::kFloat;
+    // The precision_keys trait: the host's AmpOptimWrapper is refused beside
+    // zero's own mixed precision.
+    if (cfg_.bf16_enabled) precision_keys_ = "bf16.enabled: true";
+    if (cfg_.fp16_enabled)
+      precision_keys_ += std::string(precision_keys_.empty() ? "" : ", ") + "fp16.enabled: true";
   }
 
   ~ZeroStrategy() {
@@ -174,6 +199,8 @@ class ZeroStrategy {
       t.input_dtype = working_ == at::kBFloat16 ? DLDataType{kDLBfloat, 16, 1}
                       : working_ == at::kHalf   ? DLDataType{kDLFloat, 16, 1}
                                                 : DLDataType{kDLFloat, 32, 1};
+    if (RH_STRUCT_HAS(&t, rh_StrategyTraits, precision_keys))
+      t.precision_keys = rh_StringView{precision_keys_.data(), precision_keys_.size()};
   }
 
   void setup_env(rh_SetupEnvArgs& args) {
@@ -198,6 +225,7 @@ class ZeroStrategy {
                               " (no loss scaling needed) or run on a GPU");
 #endif
     world_size_tensor_ = at::scalar_tensor(static_cast<double>(world_size_), at::kDouble);
+    alias_ = alone() && working_ == at::kFloat;
     if (const char* v = std::getenv("RH_ZERO_TEST_INJECT_INF")) parse_injections(v);
   }
 
@@ -264,10 +292,13 @@ class ZeroStrategy {
       g.grad = at::zeros({g.chunk}, f32);
       master_from(g, [&](const Member& m) { return initial[m.param].reshape({-1}); });
     }
+    if (alias_) share_masters();
     for (size_t i : trainable)
       rh::check(host_,
                 api_->Model_AddGradReadyCallback(model_, i, &ZeroStrategy::on_grad_ready, this));
-    if (stage_ == 3) {
+    // Stage 3 on one rank: every parameter stays resident (nothing to free,
+    // gather or prefetch; no unit callbacks).
+    if (stage_ == 3 && !alone()) {
       const int32_t units = static_cast<int32_t>(api_->Model_NumUnits(model_));
       unit_groups_.assign(static_cast<size_t>(units), {});
       for (size_t k = 0; k < groups_.size(); ++k)
@@ -300,6 +331,9 @@ class ZeroStrategy {
     msg << "strategy 'zero': stage " << stage_ << ", " << groups_.size() << " group(s) of " << total
         << " trainable elements, " << world_size_ << " rank(s), working dtype "
         << c10::toString(working_);
+    if (alone())
+      msg << "; one rank: no communication"
+          << (alias_ ? ", the parameters are the float32 masters" : "");
     log(RH_LOG_INFO, msg.str());
   }
 
@@ -325,14 +359,22 @@ class ZeroStrategy {
   double loss_scale() { return scaler_ ? scaler_->scale() : 1.0; }
 
   void before_backward(bool sync) {
-    reduce_now_ = sync || stage_ >= 2;
+    // One rank in float32: every micro-batch's gradients go straight into
+    // `grad` (what stage 1 accumulates in the parameters is added there in
+    // the same order, the same float32 sums, without holding them).
+    reduce_now_ = sync || stage_ >= 2 || alias_;
     for (Group& g : groups_) {
       g.ready = 0;
+      if (alone()) std::fill(g.filled.begin(), g.filled.end(), 0);
     }
     next_launch_ = 0;
   }
 
   void sync_gradients(bool sync) {
+    if (alone()) {
+      sync_alone(sync);
+      return;
+    }
     if (reduce_now_) {
       while (next_launch_ < groups_.size()) launch(next_launch_++);
       for (Group& g : groups_) finish_reduce(g);
@@ -357,11 +399,13 @@ class ZeroStrategy {
       }
       bool overflow = false;
       for (Group& g : groups_) overflow = overflow || !g.grad.isfinite().all().item<bool>();
-      at::Tensor flag = at::scalar_tensor(overflow ? 1.0 : 0.0, at::kFloat)
-                            .reshape({1})
-                            .to(groups_.front().grad.device());
-      all_reduce(flag, RH_REDUCE_MAX);
-      overflow = flag.item<float>() > 0;
+      if (!alone()) {  // an overflow on any rank skips the step on every rank
+        at::Tensor flag = at::scalar_tensor(overflow ? 1.0 : 0.0, at::kFloat)
+                              .reshape({1})
+                              .to(groups_.front().grad.device());
+        all_reduce(flag, RH_REDUCE_MAX);
+        overflow = flag.item<float>() > 0;
+      }
       const double scale_before = scaler_->scale();
       try {
         scaler_->update(overflow, steps_);
@@ -389,6 +433,7 @@ class ZeroStrategy {
   }
 
   double reduce_grad_norm(double norm_type, double local) {
+    if (alone()) return local;
     at::Tensor t = at::scalar_tensor(local, at::kDouble).reshape({1});
     t = t.to(groups_.front().grad.device());
     all_reduce(t, std::isinf(norm_type) ? RH_REDUCE_MAX : RH_REDUCE_SUM);
@@ -396,6 +441,15 @@ class ZeroStrategy {
   }
 
   void after_optimizer_step() {
+    if (alone()) {
+      // float32: the optimizer updated the parameters themselves. bf16 /
+      // fp16: the new masters cast into the working parameters.
+      if (!alias_) {
+        torch::NoGradGuard no_grad;
+        for (Group& g : groups_) scatter_to_params(g, g.master.to(working_));
+      }
+      return;
+    }
     RECORD_USER_SCOPE("zero::all_gather_params");
     for (Group& g : groups_)
       if (!g.sharded) gather_into_params(g, cfg_.zero_optimization.allgather_bucket_size);
@@ -407,15 +461,17 @@ class ZeroStrategy {
       // The host wrote whole values: every group built from the parameters
       // that hold them now (stages 1/2 and persistent groups: all of them;
       // stage 3: this unit's, which the host gathered first).
+      // One rank in float32: the parameters are the masters, nothing to take.
       for (Group& g : groups_) {
-        if (g.sharded && (g.unit != unit || !g.whole)) continue;
+        if (alias_ || (g.sharded && (g.unit != unit || !g.whole))) continue;
         master_from(g, [&](const Member& m) {
           return rh::borrow_tensor(param_info(m.param).data).reshape({-1}).to(at::kFloat);
         });
       }
       if (stage_ < 3) return;
     }
-    if (stage_ < 3 || unit < 0) return;
+    // One rank: every parameter is always whole.
+    if (stage_ < 3 || unit < 0 || alone()) return;
     const auto& list = unit_groups_.at(static_cast<size_t>(unit));
     if (op == RH_UNIT_PARAMS_GATHER) {
       for (size_t k : list) start_gather(groups_[k]);
@@ -565,6 +621,10 @@ class ZeroStrategy {
     const int k = group_of_[index];
     if (k < 0) return;
     Group& g = groups_[static_cast<size_t>(k)];
+    if (alone()) {  // into `grad` at once: nothing to reduce
+      take_local(g, static_cast<size_t>(member_of_[index]));
+      return;
+    }
     if (!g.flat_grad.defined()) allocate_flat_grad(g);
     take_grad(g, static_cast<size_t>(member_of_[index]));
     if (++g.ready < static_cast<int>(g.members.size())) return;
@@ -623,6 +683,50 @@ class ZeroStrategy {
   }
 
   void wait(InFlight& f) { f.wait(host_, comm_s_); }
+
+  // ---- One rank -------------------------------------------------------------------
+
+  bool alone() const { return world_size_ == 1; }
+
+  // float32: each trainable parameter becomes a view of its piece of its
+  // group's flat master (one rank: the piece is the whole parameter), so the
+  // optimizer's in-place update is the parameter's update.
+  void share_masters() {
+    for (Group& g : groups_)
+      for (const Member& m : g.members) {
+        DLManagedTensor* dl =
+            rh::export_tensor(g.master.narrow(0, m.offset, m.numel).view(m.shape));
+        rh_Error* err = api_->Model_SetParamData(model_, m.param, dl);
+        if (err) dl->deleter(dl);
+        rh::check(host_, err);
+      }
+  }
+
+  // What N ranks' reduce-scatter leaves in `grad`, without one.
+  void sync_alone(bool sync) {
+    if (!reduce_now_) return;  // stage 1 accumulating: the gradients stay in the parameters
+    // Gradients not taken yet (stage 1 in bf16 / fp16: all of them); one
+    // that never arrived counts as zeros.
+    for (Group& g : groups_)
+      for (size_t j = 0; j < g.members.size(); ++j)
+        if (!g.filled[j] && !take_local(g, j) && !accumulating_)
+          g.grad.narrow(0, g.members[j].offset, g.members[j].numel).zero_();
+    accumulating_ = !sync;  // the next backward adds to grad unless a step comes first
+  }
+
+  // Member j's gradient copied (cast) into its piece of `grad`, or added
+  // to it while accumulating, and released; false when the parameter has
+  // none.
+  bool take_local(Group& g, size_t j) {
+    const Member& m = g.members[j];
+    DLManagedTensor* view = nullptr;
+    rh::check(host_, api_->Model_GetGrad(model_, m.param, &view));
+    if (view == nullptr) return false;
+    rh::sharding::take_into(g.grad, m.offset, m.numel, view, accumulating_);
+    rh::check(host_, api_->Model_ReleaseGrad(model_, m.param));
+    g.filled[j] = 1;
+    return true;
+  }
 
   void finish_reduce(Group& g) {
     if (g.reduce.work == nullptr) return;
@@ -825,6 +929,7 @@ class ZeroStrategy {
   }
 
   void all_reduce(at::Tensor& t, rh_ReduceOp op) {
+    RECORD_USER_SCOPE("zero::all_reduce");
     DLManagedTensor* dl = rh::export_tensor(t);
     const auto t0 = Clock::now();
     rh_Error* err = host_->Comm_AllReduce(world_, dl, op, nullptr);
@@ -842,6 +947,7 @@ class ZeroStrategy {
   }
 
   void put_comm_metrics() {
+    if (alone()) return;  // nothing communicated, nothing gathered, nothing to report
     put_metric("zero/comm_bytes", static_cast<double>(comm_bytes_));
     put_metric("zero/comm_ms", 1e3 * comm_s_);
     if (stage_ == 3) put_metric("zero/peak_gathered_numel", static_cast<double>(peak_live_));
@@ -891,6 +997,10 @@ class ZeroStrategy {
   ZeroConfig cfg_;
   int stage_ = 1;
   std::unique_ptr<rh::zero::LossScaler> scaler_;
+  // One rank with float32 working parameters: the parameters are views of
+  // the masters.
+  bool alias_ = false;
+  std::string precision_keys_;  // the precision_keys trait ("" in float32)
   bool fp16_compute_float_ = false;
   at::ScalarType working_ = at::kFloat;
   rh_Comm* world_ = nullptr;

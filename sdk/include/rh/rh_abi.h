@@ -51,6 +51,9 @@
  *        file straight into the tensor's memory, a model parameter's when
  *        the host places it there), StateDict_SetChecksum (the CRC-32 the
  *        plugin computed while writing goes into meta.json).
+ *   1.8  rh_StrategyTraits: precision_keys (a strategy that computes in a
+ *        precision of its own says so; the host's AmpOptimWrapper is refused
+ *        beside it); rh_HostApi: Stream_Current provided on CUDA.
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -63,7 +66,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 7
+#define RH_ABI_VERSION_MINOR 8
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

@@ -165,8 +165,17 @@ typedef struct rh_StrategyTraits {
    * file; otherwise (load_from strict: false with tensors missing) every
    * rank reads it and GATHER / ADOPT are used. Needs UnitParams (default 0). */
   int32_t load_from_root;
+  /* 1.8. The settings of this strategy's own config (under `strategy:`)
+   * that make it compute in a precision of its own (working parameters or
+   * inputs in bf16/fp16, its own loss scaling), as "key: value" text, e.g.
+   * "bf16.enabled: true" or "mixed_precision.param_dtype: bfloat16"; empty
+   * (default) when it computes in the parameters' float32. The host refuses
+   * optim_wrapper type AmpOptimWrapper (its own autocast and loss scaling)
+   * beside a strategy that names any, quoting them. Owned by the strategy
+   * instance, valid until it is destroyed. */
+  rh_StringView precision_keys;
 } rh_StrategyTraits;
-#define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, load_from_root)
+#define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, precision_keys)
 
 /* SetupEnv: rendezvous is done; choose the device, seed the generators. */
 typedef struct rh_SetupEnvArgs {
