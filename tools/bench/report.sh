@@ -14,6 +14,9 @@
 #   bench_zero.sh            zero stages 1-3 / ddp, memory beside the formulas,
 #                            stage 1 / PyTorch's ZeroRedundancyOptimizer
 #   bench_checkpoint.sh      checkpoint save and load (safetensors, torch, async) against a raw write + fsync of the same bytes and torch.save / torch.load
+#   bench_one_rank.sh        ddp / zero / fsdp on one rank / single
+#   bench_gpu.sh             when a GPU is visible (nvidia-smi -L): the gpt against PyTorch
+#                            eager, float32 and bfloat16, with peak GPU memory
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"
@@ -36,10 +39,10 @@ export OMP_NUM_THREADS=1
 
 if [ "$QUICK" = 1 ]; then
   STEP_ARGS=(--epochs 5 --rounds 3); COMM_ARGS=(--sizes 1,16 --reps 3)
-  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4
+  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4; ONE_ROUNDS=3
 else
   STEP_ARGS=(--epochs 20 --rounds 7); COMM_ARGS=(--sizes 1,16,64 --reps 5)
-  DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4
+  DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4; ONE_ROUNDS=9
 fi
 START=$(date +%s)
 section() { echo "== $1 ($(($(date +%s) - START)) s)" >&2; }
@@ -59,19 +62,27 @@ CMD_ZERO="tools/bench/bench_zero.sh $ZERO_ITERS"
 section "checkpoint"
 CMD_CKPT="tools/bench/bench_checkpoint.sh $CKPT_SAVES"
 "$ROOT/tools/bench/bench_checkpoint.sh" "$CKPT_SAVES" > "$RAW/ckpt.txt" 2>&1
+section "one rank"
+CMD_ONE="tools/bench/bench_one_rank.sh $ONE_ROUNDS"
+"$ROOT/tools/bench/bench_one_rank.sh" "$ONE_ROUNDS" > "$RAW/one.txt" 2>&1
+# The GPU section, where a GPU is visible (with a CUDA build: RH_TORCH).
+if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+  section "GPU"
+  "$ROOT/tools/bench/bench_gpu.sh" > "$RAW/gpu.txt" 2>&1 || true
+fi
 section "report"
 ELAPSED=$(($(date +%s) - START))
 
 MACHINE="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(. /etc/os-release; echo "$PRETTY_NAME"), LibTorch $(dpkg-query -W -f '${Version}' libtorch-dev 2>/dev/null || echo '?')"
 "$PY" - "$RAW" "$OUT" "$CHARTS" "$QUICK" "$ELAPSED" "$MACHINE" \
-  "$CMD_STEP" "$CMD_COMM" "$CMD_DDP" "$CMD_ZERO" "$CMD_CKPT" <<'PY'
+  "$CMD_STEP" "$CMD_COMM" "$CMD_DDP" "$CMD_ZERO" "$CMD_CKPT" "$CMD_ONE" <<'PY'
 import datetime, os, re, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 raw, out, charts, quick, elapsed, machine = sys.argv[1:7]
-cmd = dict(zip(["step", "comm", "ddp", "zero", "ckpt"], sys.argv[7:12]))
+cmd = dict(zip(["step", "comm", "ddp", "zero", "ckpt", "one"], sys.argv[7:13]))
 text = {k: open(os.path.join(raw, k + ".txt")).read() for k in cmd}
 rel = os.path.relpath(charts, os.path.dirname(out))
 
@@ -141,6 +152,15 @@ md += ["", "Memory columns and how they are measured: `docs/zero.md`, \"Memory a
 
 # Checkpoint.
 md += ["## Checkpoint save and load throughput", "", f"    {cmd['ckpt']}", "", "```", text["ckpt"].strip(), "```", ""]
+
+# One rank against single.
+md += ["## A world of one: ddp, zero, fsdp on one rank / single", "", f"    {cmd['one']}", "",
+       "```", text["one"].strip(), "```", ""]
+
+# The GPU, when one was visible: bench_gpu.sh's own tables.
+gpu = os.path.join(raw, "gpu.txt")
+if os.path.exists(gpu):
+    md += ["    tools/bench/bench_gpu.sh", ""] + open(gpu).read().strip().splitlines() + [""]
 
 open(out, "w").write("\n".join(md) + "\n")
 print(f"wrote {out} and {charts}/*.png")
