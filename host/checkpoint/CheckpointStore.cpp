@@ -70,6 +70,9 @@ bool plain_name(const std::string& name) {
   return name.size() <= 200 && std::regex_match(name, kName);
 }
 
+// The content of `latest` and, when it is not to be followed, why (below).
+std::string read_latest(const fs::path& work_dir, std::string* problem);
+
 // A crash at this step of the publish: SIGKILL, so nothing (no destructor,
 // no catch block) gets to tidy up, as with a power cut or the OOM killer.
 void publish_step(const char* step) {
@@ -96,22 +99,86 @@ fs::path temporary_path(const fs::path& work_dir, const std::string& name) {
   return work_dir / (name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
 }
 
+// fs::rename; tests only: RH_FAULT_INJECT=<item> makes it fail with EIO
+// instead, renaming nothing.
+void rename_path(const fs::path& from, const fs::path& to, std::error_code& ec, const char* item) {
+  if (common::fault_injected(item)) {
+    ec = std::make_error_code(std::errc::io_error);
+    return;
+  }
+  fs::rename(from, to, ec);
+}
+
+// True when the temporaries of process `pid` are no save's in progress: it
+// no longer runs, or it is this process, which calls this only between
+// saves (begin(), and resume before the first save).
+bool left_behind(long pid) {
+  if (pid == static_cast<long>(::getpid())) return true;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+// <name>.tmp-<pid>-<n>-old: where the two-rename replacement (a file system
+// without RENAME_EXCHANGE) puts the previous checkpoint <name> while the new
+// one takes its name. Group 1 is <name>, group 2 the pid.
+const std::regex& moved_aside_pattern() {
+  static const std::regex kAside("(.+)\\.tmp-([0-9]+)-[0-9]+-old");
+  return kAside;
+}
+
+// Puts back every checkpoint that a replacement moved aside and did not
+// finish with (killed between its two renames, or the new one's rename and
+// the rollback both failed): with no <name>, the moved-aside directory is the
+// only copy of a published checkpoint, never to be removed as a leftover. A
+// live other process's are left alone (its save is in flight). Returns
+// nothing: what it did, or could not do, is logged.
+void recover_moved_aside(const fs::path& work_dir) {
+  std::vector<std::pair<fs::path, std::string>> found;  // (moved-aside dir, name)
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(work_dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    std::smatch m;
+    if (!std::regex_match(file, m, moved_aside_pattern())) continue;
+    if (!CheckpointStore::valid_name(m[1].str())) continue;
+    if (!left_behind(std::strtol(m[2].str().c_str(), nullptr, 10))) continue;
+    found.emplace_back(entry.path(), m[1].str());
+  }
+  for (const auto& [aside, name] : found) {
+    const fs::path dir = work_dir / name;
+    std::error_code st;
+    if (fs::exists(fs::symlink_status(dir, st))) continue;  // replaced: a leftover
+    std::error_code mv;
+    fs::rename(aside, dir, mv);
+    if (mv)
+      spdlog::warn(
+          "checkpoint '{}' is at {}, where a replacement that did not finish moved it, and "
+          "cannot be put back: {}; it is kept there (rename it to {} to resume from it)",
+          name, aside.string(), mv.message(), dir.string());
+    else
+      spdlog::warn(
+          "put checkpoint '{}' back from {}, where a replacement that did not finish "
+          "had moved it",
+          name, aside.string());
+  }
+}
+
 // Removes `<name>.tmp-<pid>-...` left by a process that no longer runs (a
 // killed save: a half-written new one, the old one after the exchange, or
 // a removed one whose deletion was cut short).
-// A live process's temporaries (another job in the same work_dir) are left.
+// A live process's temporaries (another job in the same work_dir) are left,
+// and so is a moved-aside <name> while no <name> exists (recover_moved_aside
+// could not put it back: the only copy of a published checkpoint).
 void remove_leftovers(const fs::path& work_dir, const std::string& name) {
   const std::string prefix = name + ".tmp-";
   std::error_code ec;
+  const bool published = fs::exists(fs::symlink_status(work_dir / name, ec));
   for (const auto& entry : fs::directory_iterator(work_dir, ec)) {
     const std::string file = entry.path().filename().string();
     if (file.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string rest = file.substr(prefix.size());
     const size_t digits = rest.find_first_not_of("0123456789");
     if (digits == 0 || rest.empty()) continue;
-    const long pid = std::strtol(rest.substr(0, digits).c_str(), nullptr, 10);
-    const bool dead = ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-    if (pid != ::getpid() && !dead) continue;
+    if (!left_behind(std::strtol(rest.substr(0, digits).c_str(), nullptr, 10))) continue;
+    if (!published && std::regex_match(file, moved_aside_pattern())) continue;
     std::error_code rm;
     fs::remove_all(entry.path(), rm);
     if (rm)
@@ -158,6 +225,13 @@ CheckpointMeta read_meta(const fs::path& dir) {
             throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + ": tensor '" + name +
                                                           "' has a shard in '" + s.file +
                                                           "', which \"files\" does not list");
+    }
+    if (const YAML::Node params = meta["optimizer_params"]) {
+      if (!params.IsSequence())
+        throw host::HostError(RH_ERROR_DATA_LOSS,
+                              p.string() + ": \"optimizer_params\" is not a list of names");
+      m.optimizer_params.emplace();
+      for (const auto& n : params) m.optimizer_params->push_back(n.as<std::string>());
     }
     if (meta["config"]) m.config = meta["config"].as<std::string>();
     for (const std::string& stem : m.files) {
@@ -283,6 +357,7 @@ fs::path CheckpointStore::begin(const std::string& name) {
   std::error_code ec;
   fs::create_directories(work_dir_, ec);
   if (ec) io_error("cannot create work_dir " + work_dir_.string(), ec.value());
+  recover_moved_aside(work_dir_);
   remove_leftovers(work_dir_, name);
   if (!fs::create_directory(tmp, ec) || ec)
     io_error("cannot create checkpoint directory " + tmp.string(), ec ? ec.value() : EEXIST);
@@ -349,8 +424,9 @@ fs::path CheckpointStore::publish(const std::string& name, const fs::path& tmp,
 fs::path CheckpointStore::publish_written(const std::string& name, const fs::path& tmp) {
   const fs::path final_dir = work_dir_ / name;
   std::error_code ec;
-  // After the exchange `tmp` holds the previous checkpoint, no longer named:
-  // a later failure removing it (in the catch below) loses nothing.
+  // Where the previous checkpoint of that name is once the new one has the
+  // name (removed at the end), or empty when there was none.
+  fs::path replaced;
   try {
     publish_step("files_written");
     // The files are durable (flushed), meta.json and latest.tmp written, not
@@ -373,7 +449,9 @@ fs::path CheckpointStore::publish_written(const std::string& name, const fs::pat
         throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
                               "cannot publish checkpoint " + final_dir.string() +
                                   ": something that is not a directory has that name");
-      if (exchange_paths(tmp, final_dir) != 0) {
+      if (exchange_paths(tmp, final_dir) == 0) {
+        replaced = tmp;  // the previous one, no longer named
+      } else {
         const int err = errno;
         if (err != EINVAL && err != ENOSYS)
           io_error("cannot exchange " + tmp.string() + " with " + final_dir.string(), err);
@@ -381,43 +459,128 @@ fs::path CheckpointStore::publish_written(const std::string& name, const fs::pat
         // moment in between where <name> does not exist.
         spdlog::warn(
             "{}: the file system does not support renameat2(RENAME_EXCHANGE); replacing "
-            "checkpoint '{}' is not atomic (a crash between two renames leaves no '{}'; "
-            "resume: auto then takes the newest other valid checkpoint)",
-            work_dir_.string(), name, name);
+            "checkpoint '{}' is not atomic (a crash between two renames leaves it at a "
+            "temporary name, which resume: auto and the next save put back)",
+            work_dir_.string(), name);
         const fs::path aside = tmp.string() + "-old";
         fs::rename(final_dir, aside, ec);
         if (ec) io_error("cannot move the previous " + final_dir.string() + " aside", ec.value());
         publish_step("moved_aside");
-        fs::rename(tmp, final_dir, ec);
+        rename_path(tmp, final_dir, ec, "ckpt_rename:fail");
         if (ec) {
           std::error_code back;
-          fs::rename(aside, final_dir, back);
-          io_error("cannot publish checkpoint " + final_dir.string(), ec.value());
+          rename_path(aside, final_dir, back, "ckpt_rollback:fail");
+          if (back)
+            throw host::HostError(
+                RH_ERROR_IO,
+                "cannot publish checkpoint " + final_dir.string() + ": cannot rename " +
+                    tmp.string() + " to it: " + ec.message() + "; and the previous checkpoint '" +
+                    name + "', moved aside to " + aside.string() +
+                    ", cannot be put back: " + back.message() +
+                    ". It is kept there, not removed: the next save or resume: auto puts it "
+                    "back (or rename it to " +
+                    final_dir.string() + ")");
+          io_error("cannot publish checkpoint " + final_dir.string() +
+                       " (the previous one is back in its place)",
+                   ec.value());
         }
-        fs::rename(aside, tmp, ec);  // so the removal below finds it
-        if (ec) io_error("cannot rename " + aside.string(), ec.value());
+        replaced = aside;
       }
     } else {
-      fs::rename(tmp, final_dir, ec);
+      rename_path(tmp, final_dir, ec, "ckpt_rename:fail");
       if (ec) io_error("cannot publish checkpoint " + final_dir.string(), ec.value());
     }
-    publish_step("exchanged");
-    // Point `latest` at it, atomically.
-    fs::rename(work_dir_ / "latest.tmp", work_dir_ / "latest", ec);
-    if (ec) io_error("cannot update " + (work_dir_ / "latest").string(), ec.value());
-    fsync_path(work_dir_, true);
-    publish_step("latest_updated");
-    // The previous checkpoint (at `tmp` after the exchange), or nothing.
-    fs::remove_all(tmp, ec);
-    if (ec)
-      spdlog::warn("cannot remove the replaced checkpoint {}: {} (the next save of '{}' retries)",
-                   tmp.string(), ec.message(), name);
-    publish_step("old_removed");
   } catch (...) {
-    abandon(tmp);  // before the exchange the new one, after it the old one
+    abandon(tmp);  // the new one, never published
     throw;
   }
+  publish_step("exchanged");
+  // From here on the checkpoint is published: what fails now is said as it
+  // is, and the save counts as done (the run goes on; resume takes this
+  // checkpoint or says why not). Point `latest` at it, atomically.
+  rename_path(work_dir_ / "latest.tmp", work_dir_ / "latest", ec, "ckpt_latest:fail");
+  if (ec) latest_not_updated(name, ec);
+  try {
+    if (common::fault_injected("ckpt_fsync_work_dir:fail"))
+      io_error("cannot fsync " + work_dir_.string(), EIO);
+    fsync_path(work_dir_, true);
+  } catch (const host::HostError& e) {
+    spdlog::warn(
+        "checkpoint '{}' is published ({}), but {}: the renames that published it may not "
+        "survive a crash of the machine (resume: auto would then take the newest checkpoint "
+        "that did). The save counts as done; the run goes on and the next save fsyncs {} again",
+        name, final_dir.string(), e.what(), work_dir_.string());
+  }
+  publish_step("latest_updated");
+  // The previous checkpoint, no longer named, or nothing.
+  if (!replaced.empty()) {
+    fs::remove_all(replaced, ec);
+    if (ec)
+      spdlog::warn("cannot remove the replaced checkpoint {}: {} (the next save of '{}' retries)",
+                   replaced.string(), ec.message(), name);
+  }
+  publish_step("old_removed");
   return final_dir;
+}
+
+void CheckpointStore::latest_not_updated(const std::string& name, const std::error_code& why) {
+  const fs::path latest = work_dir_ / "latest";
+  const std::string failure = "cannot rename " + (work_dir_ / "latest.tmp").string() + " to " +
+                              latest.string() + ": " + why.message();
+  const std::string published =
+      "checkpoint '" + name + "' is published (" + (work_dir_ / name).string() + ")";
+  std::error_code ec;
+  fs::remove(work_dir_ / "latest.tmp", ec);
+  const std::string before = read_latest(work_dir_, nullptr);
+  if (before == name) {
+    spdlog::warn(
+        "{} and `latest` already names it; rewriting it failed ({}), which changes "
+        "nothing. The save counts as done and the run goes on",
+        published, failure);
+    return;
+  }
+  const bool existed = fs::exists(fs::symlink_status(latest, ec));
+  // An older checkpoint named by `latest` would be what resume: auto takes:
+  // without `latest` it takes the newest valid checkpoint by iteration.
+  std::string removal;
+  if (existed && common::fault_injected("ckpt_latest_remove:fail"))
+    removal = std::strerror(EIO);
+  else if (existed && ::unlink(latest.c_str()) != 0)
+    removal = std::strerror(errno);
+  if (existed && !removal.empty() && before.empty()) {
+    spdlog::warn(
+        "{}, but `latest` cannot name it: {}, and {} cannot be removed either: {}. It names no "
+        "checkpoint (it is not a file, or its content is not a checkpoint name), so resume: auto "
+        "ignores it and takes the newest valid checkpoint by iteration. The save counts as done "
+        "and the run goes on",
+        published, failure, latest.string(), removal);
+    return;
+  }
+  if (existed && !removal.empty()) {
+    spdlog::warn(
+        "{}, but `latest` still names '{}': {}, and it cannot be removed either: {}. resume: "
+        "auto would continue from '{}' until a later save updates `latest`; to continue from "
+        "this checkpoint write '{}' into {} or set resume: {}. The save counts as done and the "
+        "run goes on",
+        published, before, failure, removal, before, name, latest.string(),
+        (work_dir_ / name).string());
+    return;
+  }
+  std::string now;
+  if (!existed)
+    now = "There is no `latest`: resume: auto takes the newest valid checkpoint by iteration.";
+  else if (before.empty())
+    now =
+        "`latest`, whose content named no checkpoint, is removed: resume: auto takes the "
+        "newest valid checkpoint by iteration.";
+  else
+    now = "`latest`, which named '" + before +
+          "', is removed, so that resume: auto takes the newest valid checkpoint by iteration "
+          "rather than that one.";
+  spdlog::warn(
+      "{}, but `latest` cannot name it: {}. {} The save counts as done; the run goes on and the "
+      "next save writes `latest` again",
+      published, failure, now);
 }
 
 void CheckpointStore::remove(const std::string& name) {
@@ -506,6 +669,13 @@ namespace {
 // The content of `latest` and, when it is not to be followed, why.
 std::string read_latest(const fs::path& work_dir, std::string* problem) {
   const fs::path p = work_dir / "latest";
+  std::error_code ec;
+  const fs::file_status status = fs::status(p, ec);
+  if (!fs::exists(status)) return "";
+  if (!fs::is_regular_file(status)) {  // reading a directory would throw
+    if (problem) *problem = p.string() + ": ignored, it is not a file";
+    return "";
+  }
   std::ifstream in(p, std::ios::binary);
   if (!in) return "";
   std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -533,6 +703,8 @@ std::optional<fs::path> CheckpointStore::find_resumable(std::vector<std::string>
   };
   std::error_code ec;
   if (!fs::is_directory(work_dir_, ec)) return std::nullopt;
+  // A checkpoint an unfinished replacement moved aside is one to resume from.
+  recover_moved_aside(work_dir_);
   std::string latest_why;
   const std::string pointed = read_latest(work_dir_, &latest_why);
   if (!latest_why.empty() && skipped) skipped->push_back(latest_why);

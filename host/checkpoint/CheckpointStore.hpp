@@ -8,17 +8,27 @@
 //                            one takes the name and the old one the tmp path
 //                            in one step, so a complete <name> exists at every
 //                            instant (a crash leaves the old or the new one)
-//          fsync work_dir, <work_dir>/latest.tmp -> latest (atomic replace of
-//          the pointer), then the old one (now at the tmp path) is removed.
+//          <work_dir>/latest.tmp -> latest (atomic replace of the pointer),
+//          fsync work_dir, then the old one (now at the tmp path) is removed.
 //   remove: <name> is renamed to a fresh <name>.tmp-<pid>-<n> (from then on
 //          not a checkpoint), and a thread of its own deletes its files
 //          (BackgroundRemover: freeing a large file's blocks waits for the
 //          file system); the next save waits until it is done.
-//   A failure at any point removes the temporary directory and leaves every
-//   published checkpoint and `latest` as they were. Leftover `<name>.tmp-*`
-//   of a killed process are never resumed from and are removed by the next
-//   save of <name>. A file system that refuses RENAME_EXCHANGE (EINVAL) gets
-//   a warning and the old two-step replacement (old aside, new in place).
+//   A failure before the new checkpoint has its name removes the temporary
+//   directory and leaves every published checkpoint and `latest` as they
+//   were (the save throws). Once it has its name the save counts as done:
+//   a failure to point `latest` at it, or to fsync work_dir, is a warning
+//   saying what is published and what `latest` names (a `latest` naming
+//   another checkpoint is removed, so that resume: auto takes the newest
+//   valid one by iteration, not that one). Leftover `<name>.tmp-*` of a killed
+//   process are never resumed from and are removed by the next save of
+//   <name>. A file system that refuses RENAME_EXCHANGE (EINVAL) gets a
+//   warning and two renames: the old one aside to <name>.tmp-<pid>-<n>-old,
+//   the new one in place. When that is cut short (a crash between the two,
+//   or the second rename and the rollback both fail), the moved-aside one is
+//   the only copy of a published checkpoint: it is never removed as a
+//   leftover while no <name> exists, and the next save (of any name) and
+//   resume (find_resumable) put it back under <name>.
 //
 //   resume: `latest` when it names a valid checkpoint name (never followed
 //   otherwise) and that checkpoint verifies, else the newest checkpoint (by
@@ -30,6 +40,13 @@
 //   latest_tmp_written, exchanged, latest_updated, old_removed; moved_aside in the
 //   two-rename fallback);
 //   RH_FAULT_INJECT=ckpt_no_exchange makes RENAME_EXCHANGE look unsupported;
+//   ckpt_rename:fail makes the rename that gives the new checkpoint its name
+//   fail (EIO; in the two-rename fallback, the second rename),
+//   ckpt_rollback:fail the fallback's putting the old one back after that,
+//   ckpt_latest:fail the rename of latest.tmp over `latest` (and
+//   ckpt_latest_remove:fail the removal of a `latest` it leaves stale),
+//   ckpt_fsync_work_dir:fail the fsync of work_dir after the publish;
+//   ckpt_flush:fail fails the plugin's Flush;
 //   ckpt_remove:slow delays each background removal by 300 ms and
 //   ckpt_remove:fail makes it fail (EACCES).
 #pragma once
@@ -40,6 +57,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "checkpoint/CheckpointIndex.hpp"
@@ -128,6 +146,9 @@ class CheckpointStore {
   std::string verify(const std::filesystem::path& dir) const;
   // The checkpoint `resume: auto` continues from; nullopt when there is none.
   // `skipped` receives "<dir>: <reason>" for every invalid one passed over.
+  // First puts back a checkpoint that an unfinished two-rename replacement
+  // left at <name>.tmp-<pid>-<n>-old (no <name> exists): work_dir changes,
+  // so only rank 0 calls it.
   std::optional<std::filesystem::path> find_resumable(std::vector<std::string>* skipped) const;
   // The name `latest` points to; "" when there is none or its content is not
   // a valid checkpoint name (see latest_problem).
@@ -158,8 +179,13 @@ class CheckpointStore {
   // Once the files are durable and write_meta() has run: fsyncs meta.json,
   // `tmp` and latest.tmp, swaps `tmp` in for <name>, renames latest.tmp to
   // latest, fsyncs work_dir, removes what was swapped out. Removes `tmp`
-  // and latest.tmp when it fails.
+  // and latest.tmp when it fails before the new checkpoint has its name (and
+  // throws); a failure after that is a warning (latest_not_updated).
   std::filesystem::path publish_written(const std::string& name, const std::filesystem::path& tmp);
+  // What is published and what `latest` names after the rename of latest.tmp
+  // over it failed with `why` (a warning); removes latest.tmp, and `latest`
+  // when it names an older checkpoint.
+  void latest_not_updated(const std::string& name, const std::error_code& why);
 
   std::filesystem::path work_dir_;
   host::CheckpointIoInstance& io_;
@@ -176,6 +202,11 @@ struct CheckpointMeta {
   int64_t world_size = 0;
   // Format 2: every logical tensor and its shards (CheckpointIndex.hpp).
   TensorIndex tensors;
+  // The parameters the writing run's optimizer held, over every rank (each
+  // one's state is `optim.<name>.<field>`): what `ckpt inspect` checks the
+  // optimizer state covers. nullopt when meta.json does not record them
+  // (runner-host before "optimizer_params").
+  std::optional<std::vector<std::string>> optimizer_params;
   std::string config;  // the resolved job that wrote it, YAML ("" when absent)
 };
 // The format this runner writes; it reads 2 (format 1, of runner-host

@@ -129,9 +129,20 @@ std::string LoadReport::str() const {
 
 namespace {
 
+// Whether `rule` loads a `from` tensor into a `to` one.
+bool converts(DtypeRule rule, at::ScalarType from, at::ScalarType to) {
+  if (rule == DtypeRule::kExact || !at::isFloatingType(from) || !at::isFloatingType(to))
+    return false;
+  if (rule == DtypeRule::kAny) return true;
+  auto rank = [](at::ScalarType t) {  // a wider format holds every value of a narrower one
+    return t == at::kDouble ? 3 : t == at::kFloat ? 2 : 1;
+  };
+  return rank(from) > rank(to);
+}
+
 // load_into and check_into: the same checks; `copy` copies what fits.
 LoadReport fit_into(const rh_StateDict& dict, const std::string& prefix,
-                    const std::vector<model::NamedTensor>& targets, bool copy) {
+                    const std::vector<model::NamedTensor>& targets, bool copy, DtypeRule rule) {
   LoadReport report;
   std::map<std::string, const model::NamedTensor*> by_name;
   for (const auto& t : targets) by_name[t.name] = &t;
@@ -167,10 +178,14 @@ LoadReport fit_into(const rh_StateDict& dict, const std::string& prefix,
     // copy_ would convert silently: a checkpoint of another precision is not
     // the state the model had, so it is reported like a shape difference.
     if (src.scalar_type() != t.tensor.scalar_type()) {
-      report.mismatched.push_back(t.name + ": checkpoint dtype " +
-                                  std::string(c10::toString(src.scalar_type())) + " vs model " +
-                                  std::string(c10::toString(t.tensor.scalar_type())));
-      continue;
+      if (!converts(rule, src.scalar_type(), t.tensor.scalar_type())) {
+        report.mismatched.push_back(t.name + ": checkpoint dtype " +
+                                    std::string(c10::toString(src.scalar_type())) + " vs model " +
+                                    std::string(c10::toString(t.tensor.scalar_type())));
+        continue;
+      }
+      report.converted.push_back(t.name + ": " + std::string(c10::toString(src.scalar_type())) +
+                                 " -> " + std::string(c10::toString(t.tensor.scalar_type())));
     }
     // A tensor the checkpoint-IO plugin read in place (a Destination) is
     // there already.
@@ -182,13 +197,13 @@ LoadReport fit_into(const rh_StateDict& dict, const std::string& prefix,
 }  // namespace
 
 LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
-                     const std::vector<model::NamedTensor>& targets) {
-  return fit_into(dict, prefix, targets, true);
+                     const std::vector<model::NamedTensor>& targets, DtypeRule rule) {
+  return fit_into(dict, prefix, targets, true, rule);
 }
 
 LoadReport check_into(const rh_StateDict& dict, const std::string& prefix,
-                      const std::vector<model::NamedTensor>& targets) {
-  return fit_into(dict, prefix, targets, false);
+                      const std::vector<model::NamedTensor>& targets, DtypeRule rule) {
+  return fit_into(dict, prefix, targets, false, rule);
 }
 
 }  // namespace rh::checkpoint

@@ -38,23 +38,37 @@ void place_into(rh_StateDict& dict, const std::string& prefix,
                 const std::vector<model::NamedTensor>& targets);
 bool has(const rh_StateDict& dict, const std::string& key);
 
+// Which dtype differences a load converts (a dtype is never converted
+// silently: every conversion is listed in LoadReport::converted).
+enum class DtypeRule {
+  kExact,   // none: another dtype is a mismatch
+  kNarrow,  // a floating tensor into a narrower floating one (float32 -> bfloat16 /
+            // float16, float64 -> float32): what a strategy's working dtype is of
+            // its float32 values
+  kAny,     // any floating dtype into any other (resume_dtype: convert)
+};
+
 struct LoadReport {
   std::vector<std::string> missing;     // in the model, not in the dict
   std::vector<std::string> unexpected;  // in the dict, not in the model
   // "name: checkpoint [2, 3] vs model [3, 2]", "name: checkpoint dtype Half vs model Float"
   std::vector<std::string> mismatched;
+  // Loaded with a cast (DtypeRule): "name: Float -> BFloat16".
+  std::vector<std::string> converted;
   bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
   std::string str() const;  // one line per problem, at most 10 of each
 };
 
 // Copies every dict entry whose key (after `prefix`) names one of `targets`
-// into it (no_grad). An entry of another shape or dtype is not copied but
-// reported in `mismatched` (a dtype is never converted silently). Entries
-// under other prefixes are ignored.
+// into it (no_grad). An entry of another shape, or of a dtype `rule` does
+// not convert, is not copied but reported in `mismatched`; a converted one
+// is listed in `converted`. Entries under other prefixes are ignored.
 LoadReport load_into(const rh_StateDict& dict, const std::string& prefix,
-                     const std::vector<model::NamedTensor>& targets);
+                     const std::vector<model::NamedTensor>& targets,
+                     DtypeRule rule = DtypeRule::kExact);
 // What load_into would report, copying nothing.
 LoadReport check_into(const rh_StateDict& dict, const std::string& prefix,
-                      const std::vector<model::NamedTensor>& targets);
+                      const std::vector<model::NamedTensor>& targets,
+                      DtypeRule rule = DtypeRule::kExact);
 
 }  // namespace rh::checkpoint

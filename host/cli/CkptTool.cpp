@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "PosixFile.hpp"
 #include "SafetensorsHeader.hpp"
@@ -109,6 +111,134 @@ std::vector<std::pair<std::string, const checkpoint::LogicalTensor*>> model_tens
   return out;
 }
 
+// "'a', 'b', 'c'": every name of `names`.
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out;
+}
+
+// Whether the optimizer state covers the parameters the run's optimizer held,
+// from meta.json alone: `summary` for the listing, and an "incomplete: ..."
+// finding per problem. The parameters that must be covered are meta.json's
+// "optimizer_params" (every rank's optimizer, recorded at set-up), else, in
+// a sharded checkpoint, those with fp32 masters (`master.<p>`), else only
+// those with some state (then a parameter with none goes unnoticed, and the
+// summary says so). What each must have: its optimizer's state fields
+// (Adam, AdamW: step, exp_avg, exp_avg_sq, and max_exp_avg_sq with amsgrad;
+// the job's optim_wrapper.optimizer, else the Adam fields the table holds);
+// SGD's momentum_buffer is not required (there is none before a
+// parameter's first gradient). In a sharded checkpoint each also needs its
+// masters. Resume needs all of it.
+struct OptimizerCoverage {
+  std::string summary;
+  std::vector<std::string> problems;
+};
+
+OptimizerCoverage optimizer_coverage(const checkpoint::CheckpointMeta& meta,
+                                     const config::Node* job) {
+  std::map<std::string, std::set<std::string>> fields;  // parameter -> its state fields
+  std::set<std::string> masters;
+  for (const auto& [name, t] : meta.tensors) {
+    if (name.rfind("optim.", 0) == 0) {
+      const size_t dot = name.rfind('.');
+      if (dot > 6) fields[name.substr(6, dot - 6)].insert(name.substr(dot + 1));
+    } else if (name.rfind("master.", 0) == 0) {
+      masters.insert(name.substr(7));
+    }
+  }
+  // The fields each parameter must have, and the optimizer's name.
+  const config::Node* optimizer = nullptr;
+  if (job != nullptr)
+    if (const config::Node* wrapper = job->find("optim_wrapper"))
+      optimizer = wrapper->find("optimizer");
+  const config::Node* type = optimizer != nullptr ? optimizer->find("type") : nullptr;
+  std::string kind = type != nullptr && type->is_scalar() ? type->as_string() : "";
+  std::vector<std::string> required;
+  if (kind == "Adam" || kind == "AdamW") {
+    const config::Node* amsgrad = optimizer->find("amsgrad");
+    required = {"step", "exp_avg", "exp_avg_sq"};
+    if (amsgrad != nullptr && amsgrad->is_scalar() && amsgrad->as_bool()) {
+      required.emplace_back("max_exp_avg_sq");
+      kind += ", amsgrad";
+    }
+  } else if (kind != "SGD") {
+    std::set<std::string> seen;
+    for (const auto& [param, f] : fields) seen.insert(f.begin(), f.end());
+    if (seen.count("exp_avg") || seen.count("exp_avg_sq")) {
+      required = {"step", "exp_avg", "exp_avg_sq"};
+      if (seen.count("max_exp_avg_sq")) required.emplace_back("max_exp_avg_sq");
+    }
+    kind = required.empty() ? "" : "Adam-type";
+  }
+  std::string field_list;
+  for (const std::string& f : required) field_list += (field_list.empty() ? "" : ", ") + f;
+
+  // The parameters it must cover.
+  std::vector<std::string> covered;
+  std::string whose;
+  if (meta.optimizer_params) {
+    covered = *meta.optimizer_params;
+    whose = "the run's optimizer held (meta.json \"optimizer_params\")";
+  } else if (!masters.empty()) {
+    covered.assign(masters.begin(), masters.end());
+    whose = "with fp32 master values (master.*)";
+  } else {
+    for (const auto& [param, f] : fields) covered.push_back(param);
+    whose = "with optimizer state";
+  }
+  const std::string total = std::to_string(covered.size()) + " parameter(s) " + whose;
+
+  OptimizerCoverage out;
+  std::vector<std::string> without, partial, no_master;
+  for (const std::string& p : covered) {
+    const auto it = fields.find(p);
+    std::vector<std::string> lacking;
+    for (const std::string& f : required)
+      if (it == fields.end() || it->second.count(f) == 0) lacking.push_back(f);
+    std::string missing;
+    for (const std::string& f : lacking) missing += (missing.empty() ? "" : ", ") + f;
+    if (!lacking.empty() && lacking.size() == required.size())
+      without.push_back(p);
+    else if (!lacking.empty())
+      partial.push_back("'" + p + "' (no " + missing + ")");
+    if (!masters.empty() && masters.count(p) == 0) no_master.push_back(p);
+  }
+  if (!without.empty())
+    out.problems.push_back("no optimizer state for " + std::to_string(without.size()) + " of the " +
+                           total + ": " + quoted_list(without) + "; " + kind + " keeps " +
+                           field_list + " for each, and resume cannot restore them");
+  if (!partial.empty()) {
+    std::string list;
+    for (const std::string& p : partial) list += (list.empty() ? "" : ", ") + p;
+    out.problems.push_back(std::to_string(partial.size()) + " of the " + total +
+                           " lack part of their " + kind + " state (" + field_list + "): " + list);
+  }
+  if (!no_master.empty())
+    out.problems.push_back("no fp32 master values for " + std::to_string(no_master.size()) +
+                           " of the " + total +
+                           ", in a checkpoint whose optimizer state is "
+                           "sharded (master.<name>): " +
+                           quoted_list(no_master));
+  if (!out.problems.empty()) return out;
+  if (kind == "SGD")
+    out.summary =
+        "optimizer state: SGD (momentum_buffer, which a parameter has only with "
+        "momentum and after its first gradient: not required); " +
+        std::to_string(fields.size()) + " of the " + total + " have one";
+  else if (required.empty())
+    out.summary = "optimizer state: no field every parameter must have; " +
+                  std::to_string(fields.size()) + " of the " + total + " have some";
+  else
+    out.summary = "optimizer state: " + kind + " (" + field_list + ") for each of the " + total;
+  if (!meta.optimizer_params && masters.empty())
+    out.summary +=
+        "; meta.json does not record which parameters the run's optimizer held (written before "
+        "runner-host recorded \"optimizer_params\"), so a parameter without any state is not "
+        "noticed";
+  return out;
+}
+
 class Tool {
  public:
   Tool(const ToolArgs& args, host::PluginRegistry& registry, host::HostServices& services)
@@ -161,6 +291,8 @@ class Tool {
     }
     std::cout << meta_.tensors.size() << " tensor(s) in " << shards << " shard(s), "
               << mb(static_cast<double>(total)) << "\n";
+    const OptimizerCoverage coverage = optimizer_coverage(meta_, job_.get());
+    if (!coverage.summary.empty()) std::cout << coverage.summary << "\n";
     // Every file through its plugin (sizes, its own checksums), then every
     // shard against meta.json's CRC-32, one tensor at a time.
     std::vector<std::string> problems;
@@ -190,11 +322,17 @@ class Tool {
         }
       }
     }
-    if (problems.empty()) {
+    if (problems.empty() && coverage.problems.empty()) {
       std::cout << "ok: every file verifies and every shard matches its checksum\n";
       return 0;
     }
     for (const std::string& p : problems) std::cout << "damaged: " << p << "\n";
+    // What was never written: the files verify, the checkpoint is incomplete.
+    for (const std::string& p : coverage.problems) std::cout << "incomplete: " << p << "\n";
+    if (problems.empty())
+      std::cout << "every file verifies and every shard matches its checksum, but the checkpoint "
+                   "is incomplete: what is missing was never written, and resume cannot restore "
+                   "it\n";
     return kExitDamaged;
   }
 

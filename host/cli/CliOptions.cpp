@@ -20,6 +20,9 @@ po::options_description describe() {
        "search DIR for plugins before RH_PLUGIN_PATH and the install (repeatable)")
       ("list-plugins", "list every plugin found (kind, type names, versions, tags) and why any was refused")
       ("print-config", "print the job after _base_ includes and --set overrides, then exit")
+      ("print-param-groups",
+       "build the model and print each trainable parameter's lr and weight decay as optim_wrapper "
+       "sets them (paramwise_cfg, constructor), then exit")
       ("mode", po::value<std::string>()->value_name("MODE"),
        "train (default), val or test: val/test evaluate load_from or the resumed checkpoint, no optimizer")
       ("dry-run", "validate the job and create every plugin component, then exit; builds and writes nothing")
@@ -29,9 +32,12 @@ po::options_description describe() {
       ("nnodes", po::value<int>()->value_name("N"), "the number of nodes (default 1)")
       ("node-rank", po::value<int>()->value_name("R"), "this node's rank, 0 to nnodes-1 (default 0)")
       ("master-addr", po::value<std::string>()->value_name("ADDR"),
-       "the address of rank 0's node (default 127.0.0.1)")
+       "the address of rank 0's node (default: MASTER_ADDR, else the job's dist.master_addr, "
+       "else 127.0.0.1)")
       ("master-port", po::value<int>()->value_name("PORT"),
-       "the rendezvous port on the master (default 29500; 0 picks a free one, single node only)")
+       "the rendezvous port on the master (default: MASTER_PORT, else the job's "
+       "dist.master_port, else a free one on one node and 29500 on several; 0 picks a free one, "
+       "single node only)")
       ("version", "print the version, ABI and native tag")
       ("help,h", "show this help");
   // clang-format on
@@ -91,6 +97,7 @@ CliOptions parse_cli(int argc, const char* const* argv) {
   if (vm.count("plugin-path")) o.plugin_paths = vm["plugin-path"].as<std::vector<std::string>>();
   o.list_plugins = vm.count("list-plugins") > 0;
   o.print_config = vm.count("print-config") > 0;
+  o.print_param_groups = vm.count("print-param-groups") > 0;
   o.dry_run = vm.count("dry-run") > 0;
   if (vm.count("mode")) o.mode = vm["mode"].as<std::string>();
   if (o.mode != "train" && o.mode != "val" && o.mode != "test")
@@ -112,14 +119,14 @@ CliOptions parse_cli(int argc, const char* const* argv) {
     throw std::runtime_error("--node-rank: expected 0 to " + std::to_string(o.nnodes - 1) +
                              " (--nnodes " + std::to_string(o.nnodes) + "), got " +
                              std::to_string(o.node_rank));
-  if (o.master_port < 0 || o.master_port > 65535)
+  if (o.master_port && (*o.master_port < 0 || *o.master_port > 65535))
     throw std::runtime_error("--master-port: expected 0 to 65535, got " +
-                             std::to_string(o.master_port));
+                             std::to_string(*o.master_port));
   if (o.master_port == 0 && o.nnodes > 1)
     throw std::runtime_error(
         "--master-port 0 (pick a free port) needs --nnodes 1: every node must be given the same "
         "port");
-  if (o.master_addr.empty()) throw std::runtime_error("--master-addr: empty");
+  if (o.master_addr && o.master_addr->empty()) throw std::runtime_error("--master-addr: empty");
   if (!o.help && !o.version && !o.list_plugins && o.config.empty())
     throw std::runtime_error("--config is required (or --list-plugins, --version, --help)");
   return o;

@@ -13,6 +13,7 @@ struct CliOptions {
   std::vector<std::string> plugin_paths;  // --plugin-path (in order)
   bool list_plugins = false;
   bool print_config = false;
+  bool print_param_groups = false;  // --print-param-groups
   bool dry_run = false;
   std::string mode = "train";            // --mode train|val|test
   std::optional<std::string> log_level;  // --log-level overrides the job's
@@ -20,11 +21,14 @@ struct CliOptions {
   bool help = false;
   // The built-in launcher (host/launch): more than one process per node or
   // more than one node re-executes runner-host once per local rank.
-  int nproc_per_node = 1;                 // --nproc-per-node
-  int nnodes = 1;                         // --nnodes
-  int node_rank = 0;                      // --node-rank
-  std::string master_addr = "127.0.0.1";  // --master-addr
-  int master_port = 29500;                // --master-port (0: pick a free port)
+  int nproc_per_node = 1;  // --nproc-per-node
+  int nnodes = 1;          // --nnodes
+  int node_rank = 0;       // --node-rank
+  // --master-addr and --master-port (0: pick a free port); unset when not
+  // given: then MASTER_ADDR/MASTER_PORT, the job's dist.master_addr /
+  // dist.master_port, or the default (launch::launch_options) apply.
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
 };
 
 // Parses argv; throws std::runtime_error with a one-line reason on bad usage.

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "plugins/PluginRegistry.hpp"
+#include "plugins/TypeAliases.hpp"
 
 namespace rh::cli {
 
@@ -32,6 +33,14 @@ std::string list_plugins(const host::PluginRegistry& registry) {
   for (const auto& r : registry.refused()) {
     out << r.path.string() << "  [" << r.origin << "]\n";
     out << "  REFUSED: " << r.reason << "\n";
+  }
+  // Other tools' type names, used when no plugin provides that name itself.
+  out << "\nType aliases (used when no plugin provides the name):\n";
+  for (const auto& a : host::type_aliases()) {
+    out << "  " << std::left << std::setw(14) << host::kind_name(a.kind) << std::setw(22) << a.name
+        << (a.target.empty() ? "refused: " + a.refusal
+                             : "-> " + a.target + " (" + a.origin + " name)")
+        << "\n";
   }
   return out.str();
 }

@@ -155,6 +155,16 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
     std::cout << config::to_yaml(*job.root);
     return 0;
   }
+  if (opts.print_param_groups) {
+    try {
+      lifecycle::print_param_groups(*job.root, *job_dir, std::cout);
+    } catch (const config::ConfigError& e) {
+      return fail(kExitInvalid, e.what());
+    } catch (const std::exception& e) {
+      return fail(kExitRunFailed, e.what());
+    }
+    return 0;
+  }
   if (!opts.log_level)
     if (const config::Node* level = job.root->find("log_level")) set_log_level(level->as_string());
 

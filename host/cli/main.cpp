@@ -18,6 +18,8 @@
 
 #include "cli/CliOptions.hpp"
 #include "cli/RunnerEntry.hpp"
+#include "config/JobLoader.hpp"
+#include "config/JobSchema.hpp"
 #include "launch/HeapPolicy.hpp"
 #include "launch/LaunchMain.hpp"
 
@@ -34,6 +36,31 @@ fs::path runner_library() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   return exe.parent_path().parent_path() / RH_RUNNER_LIBRARY_RELPATH;
+}
+
+// The job's dist.master_addr and dist.master_port, for the launcher (the
+// workers read the same job). Nothing when the job cannot be read or is
+// invalid: each worker reports that itself.
+rh::launch::JobRendezvousKeys job_rendezvous_keys(const rh::cli::CliOptions& opts) {
+  rh::launch::JobRendezvousKeys keys;
+  if (opts.config.empty()) return keys;
+  try {
+    const rh::config::Job job = rh::config::load_job(opts.config, opts.set_args);
+    if (!rh::config::validate_job(*job.root).empty()) return keys;
+    const rh::config::Node* dist = job.root->find("dist");
+    if (dist == nullptr) return keys;
+    if (const rh::config::Node* addr = dist->find("master_addr"); addr && !addr->is_null()) {
+      keys.master_addr = addr->as_string();
+      keys.master_addr_at = addr->location().str();
+    }
+    if (const rh::config::Node* port = dist->find("master_port"); port && !port->is_null()) {
+      keys.master_port = static_cast<int>(port->as_int());
+      keys.master_port_at = port->location().str();
+    }
+  } catch (const std::exception&) {
+    return {};
+  }
+  return keys;
 }
 
 }  // namespace
@@ -57,10 +84,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     // The built-in launcher: one worker per local rank, each this program again.
+    // Its rendezvous: the flags, else MASTER_ADDR/MASTER_PORT, else the
+    // job's dist.master_addr/dist.master_port, else (one node) a free port.
     if (opts.nproc_per_node > 1 || opts.nnodes > 1)
       return rh::launch::run_launcher(
           {opts.nproc_per_node, opts.nnodes, opts.node_rank, opts.master_addr, opts.master_port},
-          argc, argv);
+          job_rendezvous_keys(opts), argc, argv);
   }
 
   // RTLD_LOCAL: the library's own symbols stay out of the global scope, where

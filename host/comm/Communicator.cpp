@@ -3,12 +3,16 @@
 #include "comm/Communicator.hpp"
 
 #include <c10/util/Exception.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <sstream>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "comm/Backends.hpp"
@@ -215,7 +219,8 @@ void check_options(const RendezvousOptions& o) {
   if (o.world_size < 1) bad("world_size must be >= 1, got " + std::to_string(o.world_size));
   if (o.rank < 0 || o.rank >= o.world_size)
     bad("rank " + std::to_string(o.rank) + " is not in [0, " + std::to_string(o.world_size) + ")");
-  if (o.master_port < 1 || o.master_port > 65535)
+  const bool any_port = o.master_port == 0 && o.world_size == 1 && o.rank0_hosts_store;
+  if ((o.master_port < 1 && !any_port) || o.master_port > 65535)
     bad("master_port must be in [1, 65535], got " + std::to_string(o.master_port));
   if (o.master_addr.empty()) bad("master_addr is empty");
   if (!(o.timeout_s > 0) || !std::isfinite(o.timeout_s))
@@ -234,6 +239,135 @@ void check_options(const RendezvousOptions& o) {
 
 }  // namespace
 
+namespace {
+
+using StorePtr = c10::intrusive_ptr<c10d::Store>;
+
+// Where rank 0 says which job the store serves: "<id>\n<description>".
+// Outside every job's prefix, so that a rank of another job can read it.
+constexpr const char* kJobKey = "runner-host/job";
+
+std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+std::string what_of(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  return c10_error ? c10_error->what_without_backtrace() : e.what();
+}
+
+bool address_in_use(const std::string& what) {
+  return what.find("Address already in use") != std::string::npos ||
+         what.find("errno: 98") != std::string::npos ||
+         what.find(std::strerror(EADDRINUSE)) != std::string::npos;
+}
+
+std::string this_host() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
+  return name;
+}
+
+// How to give the job another port, for the messages below.
+constexpr const char* kOtherPort =
+    "Give this job a port of its own with --master-port PORT (or MASTER_PORT, or "
+    "dist.master_port in the job); on one node, leave them all unset and the launcher picks a "
+    "free port";
+
+// Rank 0 publishes the job; every other rank checks that the store is its
+// job's. Then every key carries the job id, and rank 0 waits until every
+// rank joined (as TCPStore's waitWorkers did, but only for this job's ranks).
+StorePtr join_job(StorePtr store, const RendezvousOptions& o, const std::string& at,
+                  const std::chrono::milliseconds timeout) {
+  const std::string who = "rank " + std::to_string(o.rank) + " of " + std::to_string(o.world_size);
+  if (o.rank == 0) {
+    store->set(kJobKey, bytes_of(o.job_id + "\n" + o.job_description + "\n" +
+                                 std::to_string(getpid()) + "\n" + this_host()));
+  } else {
+    try {
+      store->wait({kJobKey}, timeout);
+    } catch (const std::exception& e) {
+      const std::string what = what_of(e);
+      if (!mentions_timeout(what)) throw;
+      throw host::HostError(
+          RH_ERROR_TIMEOUT,
+          "rendezvous at " + at + " timed out after " + detail::format_seconds(o.timeout_s) +
+              " s on " + who +
+              ": the store there never said which job it serves (rank 0 of a runner-host job "
+              "says so as soon as it listens: is another program's store on that port?): " +
+              what);
+    }
+    const std::string record = text_of(store->get(kJobKey));
+    std::vector<std::string> fields;
+    size_t start = 0;
+    while (fields.size() < 3) {
+      const size_t nl = record.find('\n', start);
+      if (nl == std::string::npos) break;
+      fields.push_back(record.substr(start, nl - start));
+      start = nl + 1;
+    }
+    fields.push_back(record.substr(start));
+    if (fields[0] != o.job_id) {
+      const std::string theirs = fields.size() > 1 && !fields[1].empty()
+                                     ? fields[1]
+                                     : "job " + (fields[0].empty() ? "(no id)" : fields[0]);
+      const std::string rank0 =
+          fields.size() > 3 ? " (its rank 0 is pid " + fields[2] + " on host " + fields[3] + ")"
+                            : "";
+      const std::string mine = o.job_description.empty() ? "job " + o.job_id : o.job_description;
+      throw host::HostError(
+          RH_ERROR_FAILED_PRECONDITION,
+          who + " of " + mine + " reached the rendezvous store at " + at +
+              " of another job: " + theirs + rank0 +
+              ". It stops instead of joining that job. The two jobs were given the same port" +
+              (o.master_port_from.empty() ? std::string()
+                                          : " (this one's from " + o.master_port_from + ")") +
+              ". " + kOtherPort);
+    }
+  }
+  StorePtr job = std::move(store);
+  if (!o.job_id.empty())
+    job = c10::make_intrusive<c10d::PrefixStore>("runner-host/job/" + o.job_id, std::move(job));
+  // Each rank claims its place. A place claimed already means two jobs
+  // with one id share this store (ranks started by hand with the same
+  // MASTER_ADDR:MASTER_PORT and nothing else to tell the jobs apart): the
+  // second to come stops rather than mix its messages into the other's.
+  if (job->add("joined/" + std::to_string(o.rank), 1) != 1)
+    throw host::HostError(
+        RH_ERROR_FAILED_PRECONDITION,
+        who + " of " + (o.job_description.empty() ? "job " + o.job_id : o.job_description) +
+            " found its place in the rendezvous store at " + at +
+            " taken: another process joined as " + who +
+            " already. Two jobs with the same job id share this store: give each its own port "
+            "(--master-port, MASTER_PORT or dist.master_port) or its own RH_JOB_ID");
+  if (o.rank != 0) return job;
+  std::vector<std::string> joined;
+  for (int r = 1; r < o.world_size; ++r) joined.push_back("joined/" + std::to_string(r));
+  if (joined.empty()) return job;
+  try {
+    job->wait(joined, timeout);
+  } catch (const std::exception& e) {
+    const std::string what = what_of(e);
+    if (!mentions_timeout(what)) throw;
+    std::string missing;
+    try {
+      for (int r = 1; r < o.world_size; ++r)
+        if (!job->check({"joined/" + std::to_string(r)}))
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    } catch (const std::exception&) {
+      missing.clear();
+    }
+    throw host::HostError(
+        RH_ERROR_TIMEOUT,
+        "rendezvous at " + at + " timed out after " + detail::format_seconds(o.timeout_s) +
+            " s on " + who + " (rank 0 hosts the store" +
+            (missing.empty() ? std::string() : "; rank(s) " + missing + " did not join") +
+            ": did all ranks start, with the same MASTER_ADDR and MASTER_PORT?)");
+  }
+  return job;
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> create_world(const RendezvousOptions& o) {
   check_options(o);
   // A peer that dies mid-collective must surface as an error from the
@@ -242,19 +376,37 @@ std::unique_ptr<Communicator> create_world(const RendezvousOptions& o) {
   // process (seen as exit 141 in the dead-peer test).
   std::signal(SIGPIPE, SIG_IGN);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000.0));
-  const std::string at = o.master_addr + ":" + std::to_string(o.master_port);
-  c10::intrusive_ptr<c10d::Store> store;
+  const bool hosts = o.rank == 0 && o.rank0_hosts_store;
+  std::string at = o.master_addr + ":" + std::to_string(o.master_port);
+  StorePtr store;
   try {
     c10d::TCPStoreOptions opts;
     opts.port = static_cast<std::uint16_t>(o.master_port);
-    opts.isServer = o.rank == 0;
+    opts.isServer = hosts;
     opts.numWorkers = static_cast<std::size_t>(o.world_size);
-    opts.waitWorkers = true;
+    // Not TCPStore's own wait: a rank of another job that reached this store
+    // would count as one of ours. join_job() waits for this job's ranks.
+    opts.waitWorkers = false;
     opts.timeout = timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts);
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts);
+    at = o.master_addr + ":" + std::to_string(tcp->getPort());
+    store = std::move(tcp);
+    if (!o.store_prefix.empty())
+      store = c10::make_intrusive<c10d::PrefixStore>(o.store_prefix, std::move(store));
+    store = join_job(std::move(store), o, at, timeout);
+  } catch (const host::HostError&) {
+    throw;
   } catch (const std::exception& e) {
-    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-    std::string what = c10_error ? c10_error->what_without_backtrace() : e.what();
+    const std::string what = what_of(e);
+    if (hosts && address_in_use(what))
+      throw host::HostError(
+          RH_ERROR_FAILED_PRECONDITION,
+          "rendezvous at " + at + " failed on rank 0: port " + std::to_string(o.master_port) +
+              " is taken" +
+              (o.master_port_from.empty() ? std::string()
+                                          : " (the port came from " + o.master_port_from + ")") +
+              ": another job's rendezvous store, or another program, listens on it. " + kOtherPort +
+              " (" + what + ")");
     if (mentions_timeout(what))
       throw host::HostError(
           RH_ERROR_TIMEOUT,

@@ -98,7 +98,28 @@ class Communicator {
 
 struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
+  // 0: rank 0's store listens on a port the kernel picks (a world of one only).
   int master_port = 29500;
+  // Where master_port came from ("--master-port", "MASTER_PORT",
+  // "dist.master_port at job.yaml:9:30", ...), for the message when it is
+  // taken; "" leaves it out.
+  std::string master_port_from;
+  // The job: rank 0 publishes its id and description in the store; every
+  // other rank compares the id with its own before it joins, and stops with
+  // an error naming both jobs when they differ (it reached another job's
+  // store). Every key of the run then carries the id. "": no prefix, and
+  // only ranks with no id either may join.
+  std::string job_id;
+  // "job 5e3a... (made by the runner-host launcher, pid 200; config a.yaml)",
+  // for messages.
+  std::string job_description;
+  // false: the store is hosted by someone else at master_addr:master_port
+  // (torchrun's agent, TORCHELASTIC_USE_AGENT_STORE=True): rank 0 connects
+  // to it as a client too.
+  bool rank0_hosts_store = true;
+  // Every key under this prefix first ("/worker/attempt_0" under torchrun's
+  // agent store, as PyTorch's workers do); "" for none.
+  std::string store_prefix;
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;  // picks the CUDA device of the nccl backend
@@ -110,11 +131,17 @@ struct RendezvousOptions {
   bool shared_memory = true;
 };
 
-// Joins the world: rank 0 hosts a c10d TCPStore on master_addr:master_port,
-// every rank connects to it, then the backend connects the ranks. Throws
-// HostError: RH_ERROR_INVALID_ARGUMENT for bad options (unknown backend,
-// "nccl" in a build without NCCL), RH_ERROR_TIMEOUT when the other ranks did
-// not join within timeout_s, RH_ERROR_IO for network failures.
+// Joins the world: rank 0 hosts a c10d TCPStore on master_addr:master_port
+// (unless rank0_hosts_store is false), every rank connects to it, rank 0
+// publishes the job (job_id, job_description) and every other rank checks it
+// reached its own job's store, rank 0 waits until every rank joined, then the
+// backend connects the ranks. Throws HostError: RH_ERROR_INVALID_ARGUMENT for
+// bad options (unknown backend, "nccl" in a build without NCCL),
+// RH_ERROR_TIMEOUT when the other ranks did not join within timeout_s,
+// RH_ERROR_FAILED_PRECONDITION when rank 0's port is taken (the message says
+// so, where the port came from and how to give another: --master-port) or a
+// rank reached another job's store (naming both jobs), RH_ERROR_IO for
+// network failures.
 std::unique_ptr<Communicator> create_world(const RendezvousOptions& o);
 
 // Fills rh_HostApi's Comm_* and CommWork_* entries so that plugins reach

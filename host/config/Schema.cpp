@@ -430,4 +430,60 @@ std::vector<ConfigError> validate(const Node& root, const Schema& schema) {
   return errors;
 }
 
+namespace {
+
+void collect_keys(const Schema& schema, const std::string& prefix, const std::string& variant,
+                  std::vector<SchemaKey>& out, std::map<std::string, size_t>& index) {
+  using Kind = Schema::Impl::Kind;
+  const Schema::Impl& impl = schema.impl();
+  auto add = [&](const std::string& path, const std::string& doc) {
+    const auto found = index.find(path);
+    if (found == index.end()) {
+      index[path] = out.size();
+      out.push_back({path, doc, variant});
+      return;
+    }
+    SchemaKey& key = out[found->second];
+    if (key.doc.empty()) key.doc = doc;
+    if (!key.variants.empty() && !variant.empty() &&
+        key.variants.find(variant) == std::string::npos)
+      key.variants += ", " + variant;
+    if (variant.empty()) key.variants.clear();
+  };
+  switch (impl.kind) {
+    case Kind::Map:
+      for (const schema::Field& f : impl.fields) {
+        const std::string path = prefix.empty() ? f.name : prefix + "." + f.name;
+        add(path, f.doc);
+        collect_keys(f.schema, path, variant, out, index);
+      }
+      break;
+    case Kind::List:
+      for (const Schema& item : impl.children)
+        collect_keys(item, prefix + "[]", variant, out, index);
+      break;
+    case Kind::OneOf:
+    case Kind::Nullable:
+      for (const Schema& child : impl.children) collect_keys(child, prefix, variant, out, index);
+      break;
+    case Kind::TypedUnion: {
+      add(prefix.empty() ? impl.key : prefix + "." + impl.key, "");
+      for (const auto& [type, child] : impl.by_type)
+        collect_keys(child, prefix, variant.empty() ? type : variant, out, index);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+std::vector<SchemaKey> schema_keys(const Schema& schema) {
+  std::vector<SchemaKey> out;
+  std::map<std::string, size_t> index;
+  collect_keys(schema, "", "", out, index);
+  return out;
+}
+
 }  // namespace rh::config

@@ -93,4 +93,15 @@ const std::vector<std::pair<std::string, int>>& priority_levels();
 
 std::vector<ConfigError> validate(const Node& root, const Schema& schema);
 
+// Every key path a schema accepts, in field order, each once: nested maps as
+// "a.b", list items as "a[].b", a typed union's variants' keys with the
+// variant in `variants` ("optim_wrapper.optimizer.lr": "SGD, Adam, AdamW").
+// The guard of docs/config-keys.md (tests/config/ConfigKeysDocTest.cpp).
+struct SchemaKey {
+  std::string path;
+  std::string doc;       // the first non-empty doc of the field
+  std::string variants;  // the typed-union types that accept it ("" for all)
+};
+std::vector<SchemaKey> schema_keys(const Schema& schema);
+
 }  // namespace rh::config

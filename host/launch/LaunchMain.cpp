@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <iostream>
 #include <stdexcept>
 
@@ -66,7 +68,54 @@ std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& ar
   return out;
 }
 
-int run_launcher(const LaunchOptions& options, int argc, const char* const* argv) {
+LaunchOptions launch_options(const LauncherFlags& flags, const EnvLookup& get,
+                             const JobRendezvousKeys& job) {
+  LaunchOptions o;
+  o.nproc_per_node = flags.nproc_per_node;
+  o.nnodes = flags.nnodes;
+  o.node_rank = flags.node_rank;
+  auto env = [&](const char* name) -> std::optional<std::string> {
+    const char* v = get(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::string(v);
+  };
+  if (flags.master_addr) {
+    o.master_addr = *flags.master_addr;
+    o.master_addr_from = "--master-addr";
+  } else if (auto addr = env("MASTER_ADDR")) {
+    o.master_addr = *addr;
+    o.master_addr_from = "MASTER_ADDR";
+  } else if (job.master_addr && !job.master_addr->empty()) {
+    o.master_addr = *job.master_addr;
+    o.master_addr_from = job_key_label("dist.master_addr", job.master_addr_at);
+  } else {
+    o.master_addr = "127.0.0.1";
+    o.master_addr_from = "the default";
+  }
+  if (flags.master_port) {
+    o.master_port = *flags.master_port;
+    o.master_port_from = "--master-port";
+  } else if (auto port = env("MASTER_PORT")) {
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(port->c_str(), &end, 10);
+    if (end == port->c_str() || *end != '\0' || errno == ERANGE || v < 0 || v > 65535)
+      throw std::invalid_argument("MASTER_PORT='" + *port +
+                                  "' (the launcher's environment): expected a port, 0 to 65535");
+    o.master_port = static_cast<int>(v);
+    o.master_port_from = "MASTER_PORT";
+  } else if (job.master_port) {
+    o.master_port = *job.master_port;
+    o.master_port_from = job_key_label("dist.master_port", job.master_port_at);
+  } else {
+    o.master_port = flags.nnodes == 1 ? 0 : 29500;  // 0: launch() picks a free one
+    o.master_port_from = "the default";
+  }
+  return o;
+}
+
+int run_launcher(const LauncherFlags& flags, const JobRendezvousKeys& job, int argc,
+                 const char* const* argv) {
   if (is_launched_worker()) {
     std::cerr << "runner-host: error: --nproc-per-node/--nnodes given to a worker that the "
                  "launcher started (RH_LAUNCHED=1): a launch cannot be nested\n";
@@ -76,6 +125,8 @@ int run_launcher(const LaunchOptions& options, int argc, const char* const* argv
   std::vector<std::string> worker_argv = strip_launcher_flags(args);
   worker_argv.insert(worker_argv.begin(), self_exe());
   try {
+    const LaunchOptions options = launch_options(
+        flags, [](const char* name) { return std::getenv(name); }, job);
     return launch(options, worker_argv);
   } catch (const std::invalid_argument& e) {
     std::cerr << "runner-host: error: " << e.what() << " (see runner-host --help)\n";

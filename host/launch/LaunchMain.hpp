@@ -3,12 +3,35 @@
 // arguments less the launcher flags (see Launcher.hpp for what happens then).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "launch/Launcher.hpp"
+#include "launch/WorkerEnv.hpp"
 
 namespace rh::launch {
+
+// What the command line says about the launch; master_addr and master_port
+// are unset when their flag was not given.
+struct LauncherFlags {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+};
+
+// The launcher's options. The master address and the port each come from,
+// first found: the flag (--master-addr, --master-port), the launcher's
+// environment (MASTER_ADDR, MASTER_PORT), the job (dist.master_addr,
+// dist.master_port: `job`); else 127.0.0.1, and for the port, on one node 0
+// (launch() picks a free port, as `torchrun --standalone` does: two jobs on
+// one machine never share one), on several 29500 (torchrun's default: every
+// node must arrive at the same port). master_addr_from / master_port_from
+// say which. Throws std::invalid_argument for a MASTER_PORT that is no port.
+LaunchOptions launch_options(const LauncherFlags& flags, const EnvLookup& get,
+                             const JobRendezvousKeys& job);
 
 // The options that belong to the launcher; each takes a value.
 const std::vector<std::string>& launcher_flags();
@@ -19,10 +42,13 @@ const std::vector<std::string>& launcher_flags();
 std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& args);
 
 // Runs the workers: /proc/self/exe with argv[1..] less the launcher flags, one
-// per local rank, and returns the program's exit code (the launcher's, see
-// launch()). Bad launcher options print `runner-host: error: ...` to stderr and
-// return 2; so does a launch from inside a launched worker (RH_LAUNCHED=1),
-// which would otherwise start workers without end.
-int run_launcher(const LaunchOptions& options, int argc, const char* const* argv);
+// per local rank, with the options launch_options() makes of `flags`, this
+// process's environment and `job`, and returns the program's exit code (the
+// launcher's, see launch()). Bad launcher options (a port that is taken
+// included) print `runner-host: error: ...` to stderr and return 2; so does a
+// launch from inside a launched worker (RH_LAUNCHED=1), which would otherwise
+// start workers without end.
+int run_launcher(const LauncherFlags& flags, const JobRendezvousKeys& job, int argc,
+                 const char* const* argv);
 
 }  // namespace rh::launch

@@ -17,9 +17,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
+
+#include "launch/WorkerEnv.hpp"
 
 extern char** environ;
 
@@ -332,9 +336,18 @@ bool is_set(const char* name) {
 
 // The launcher's environment less the variables it sets for each worker.
 std::vector<std::string> base_environment(bool keep_omp) {
-  static const char* const kOwned[] = {
-      "RANK",        "WORLD_SIZE",  "LOCAL_RANK",  "LOCAL_WORLD_SIZE", "GROUP_RANK",
-      "MASTER_ADDR", "MASTER_PORT", "RH_LAUNCHED", "OMP_NUM_THREADS"};
+  static const char* const kOwned[] = {"RANK",
+                                       "WORLD_SIZE",
+                                       "LOCAL_RANK",
+                                       "LOCAL_WORLD_SIZE",
+                                       "GROUP_RANK",
+                                       "MASTER_ADDR",
+                                       "MASTER_PORT",
+                                       "RH_LAUNCHED",
+                                       "OMP_NUM_THREADS",
+                                       "RH_JOB_ID",
+                                       "RH_MASTER_ADDR_FROM",
+                                       "RH_MASTER_PORT_FROM"};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string entry(*e);
@@ -381,8 +394,8 @@ void validate(const LaunchOptions& o, const std::vector<std::string>& worker_arg
   if (o.master_port < 0 || o.master_port > 65535)
     bad("--master-port: expected 0 to 65535, got " + std::to_string(o.master_port));
   if (o.master_port == 0 && o.nnodes > 1)
-    bad("--master-port 0 (pick a free port) needs --nnodes 1: every node must be given the "
-        "same port");
+    bad((o.master_port_from.empty() ? std::string("--master-port") : o.master_port_from) +
+        " 0 (pick a free port) needs --nnodes 1: every node must be given the same port");
   if (o.master_addr.empty()) bad("--master-addr: empty");
   if (worker_argv.empty()) bad("no worker command");
   if (!(o.kill_grace_s >= 0)) bad("kill_grace_s: expected 0 or more");
@@ -415,7 +428,10 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  int run(const std::vector<std::string>& worker_argv, int port) {
+  // `port` and `job_id` as launch() settled them; `port_from`: where the
+  // port came from, for the workers' log.
+  int run(const std::vector<std::string>& worker_argv, int port, const std::string& port_from,
+          const std::string& job_id) {
     const int nproc = o_.nproc_per_node;
     const bool keep_omp = is_set("OMP_NUM_THREADS");
     const std::vector<std::string> env = base_environment(keep_omp);
@@ -436,6 +452,10 @@ class Supervisor {
       wenv.push_back("GROUP_RANK=" + std::to_string(o_.node_rank));
       wenv.push_back("MASTER_ADDR=" + o_.master_addr);
       wenv.push_back("MASTER_PORT=" + std::to_string(port));
+      wenv.push_back("RH_MASTER_ADDR_FROM=" +
+                     (o_.master_addr_from.empty() ? "--master-addr" : o_.master_addr_from));
+      wenv.push_back("RH_MASTER_PORT_FROM=" + port_from);
+      wenv.push_back("RH_JOB_ID=" + job_id);
       if (!keep_omp) wenv.push_back("OMP_NUM_THREADS=" + std::to_string(omp_threads));
       wenv.push_back("RH_LAUNCHED=1");
       start(w, program, worker_argv, wenv);
@@ -748,57 +768,160 @@ int available_cores() {
   return hc > 0 ? static_cast<int>(hc) : 1;
 }
 
-int pick_free_port(const std::string& addr) {
+namespace {
+
+// The addresses `addr` resolves to, for bind(); throws std::runtime_error
+// when it cannot be resolved.
+std::unique_ptr<addrinfo, void (*)(addrinfo*)> resolve_for_bind(const std::string& addr, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  const int gai = getaddrinfo(addr.c_str(), "0", &hints, &found);
+  const int gai = getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found);
   if (gai != 0)
     throw std::runtime_error("cannot resolve master address '" + addr + "': " + gai_strerror(gai));
+  return {found, freeaddrinfo};
+}
+
+int bound_port(int fd) {
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) return -1;
+  if (bound.ss_family == AF_INET)
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  if (bound.ss_family == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port);
+  return -1;
+}
+
+// A socket of `ai` with SO_REUSEADDR bound to its address, or -1 (errno set).
+int bind_reusable(const addrinfo* ai) {
+  const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+  if (fd < 0) return -1;
+  const int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+      bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+    const int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+PortReservation::~PortReservation() {
+  if (fd_ >= 0) close(fd_);
+}
+
+PortReservation::PortReservation(PortReservation&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), port_(std::exchange(other.port_, 0)) {}
+
+PortReservation& PortReservation::operator=(PortReservation&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    port_ = std::exchange(other.port_, 0);
+  }
+  return *this;
+}
+
+PortReservation PortReservation::free_port(const std::string& addr) {
+  auto found = resolve_for_bind(addr, 0);
   std::string last_error = "no address";
-  int port = -1;
-  for (addrinfo* ai = found; ai != nullptr && port < 0; ai = ai->ai_next) {
-    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+  for (const addrinfo* ai = found.get(); ai != nullptr; ai = ai->ai_next) {
+    const int fd = bind_reusable(ai);
     if (fd < 0) {
       last_error = std::strerror(errno);
       continue;
     }
-    sockaddr_storage bound{};
-    socklen_t len = sizeof(bound);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
-      if (bound.ss_family == AF_INET)
-        port = ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-      else if (bound.ss_family == AF_INET6)
-        port = ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port);
-    } else {
+    const int port = bound_port(fd);
+    if (port <= 0) {
       last_error = std::strerror(errno);
+      close(fd);
+      continue;
     }
-    close(fd);
+    PortReservation r;
+    r.fd_ = fd;
+    r.port_ = port;
+    return r;
   }
-  freeaddrinfo(found);
-  if (port <= 0)
-    throw std::runtime_error("cannot bind a free port on master address '" + addr +
-                             "': " + last_error);
-  return port;
+  throw std::runtime_error("cannot bind a free port on master address '" + addr +
+                           "': " + last_error);
 }
+
+PortReservation PortReservation::given_port(const std::string& addr, int port, bool& taken) {
+  taken = false;
+  PortReservation r;
+  r.port_ = port;
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> found{nullptr, freeaddrinfo};
+  try {
+    found = resolve_for_bind(addr, port);
+  } catch (const std::runtime_error&) {
+    return r;  // rank 0's store says what is wrong with the address
+  }
+  for (const addrinfo* ai = found.get(); ai != nullptr; ai = ai->ai_next) {
+    const int fd = bind_reusable(ai);
+    if (fd >= 0) {
+      r.fd_ = fd;
+      return r;
+    }
+    if (errno == EADDRINUSE) {
+      taken = true;
+      return r;
+    }
+  }
+  return r;  // not an address of this host (EADDRNOTAVAIL), or no socket: not ours to judge
+}
+
+int pick_free_port(const std::string& addr) { return PortReservation::free_port(addr).port(); }
 
 int launch(const LaunchOptions& options, const std::vector<std::string>& worker_argv) {
   validate(options, worker_argv);
   int port = options.master_port;
+  std::string port_from =
+      options.master_port_from.empty() ? "--master-port" : options.master_port_from;
+  // The port stays reserved while the workers run: no other job's launcher,
+  // and no connection's local end, can be given it before rank 0 listens.
+  PortReservation reservation;
   if (port == 0) {
     try {
-      port = pick_free_port(options.master_addr);
+      reservation = PortReservation::free_port(options.master_addr);
     } catch (const std::runtime_error& e) {
-      throw std::invalid_argument(std::string("--master-port 0: ") + e.what());
+      throw std::invalid_argument("a free port for the rendezvous (port 0, from " + port_from +
+                                  "): " + e.what());
     }
+    port = reservation.port();
+    port_from = "the launcher, which picked a free port";
+  } else if (options.node_rank == 0) {
+    bool taken = false;
+    reservation = PortReservation::given_port(options.master_addr, port, taken);
+    if (taken)
+      throw std::invalid_argument(
+          "port " + std::to_string(port) + " on " + options.master_addr + " (from " + port_from +
+          ") is taken: another job's rendezvous store, or another program, listens on it. Give "
+          "this job a port of its own with --master-port PORT (or MASTER_PORT, or "
+          "dist.master_port in the job); on one node, leave them all unset and the launcher "
+          "picks a free port");
+  }
+  std::string job_id = options.job_id;
+  if (job_id.empty()) {
+    const char* given = std::getenv("RH_JOB_ID");
+    if (given != nullptr && *given != '\0')
+      job_id = given;
+    else if (options.nnodes == 1)
+      job_id = random_job_id();
+    else  // every node's launcher must arrive at the same id
+      job_id = job_id_from("runner-host launcher, " + std::to_string(options.nnodes) + " nodes x " +
+                           std::to_string(options.nproc_per_node) + " ranks, rendezvous at " +
+                           options.master_addr + ":" + std::to_string(port));
   }
   std::fflush(nullptr);  // nothing buffered may be written twice or out of order
   SignalScope signals;
   Supervisor supervisor(options, signals);
-  return supervisor.run(worker_argv, port);
+  return supervisor.run(worker_argv, port, port_from, job_id);
 }
 
 }  // namespace rh::launch

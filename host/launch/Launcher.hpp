@@ -2,13 +2,29 @@
 // workers (one per local rank) and supervises them. No LibTorch here.
 //
 // What launch() does, in order:
-//   1. Picks MASTER_PORT when it is 0 (binds an ephemeral port on master_addr;
-//      single node only, as the other nodes could not know the port).
+//   1. Picks MASTER_PORT when it is 0: binds an ephemeral port on master_addr
+//      (single node only, as the other nodes could not know the port) and
+//      keeps that socket bound, not listening, with SO_REUSEADDR, until it
+//      returns: the kernel hands the port to no other socket (no other job's
+//      launcher, no connection's local end), while rank 0's store, which
+//      binds with SO_REUSEADDR too, can still listen on it. On node 0 a port
+//      given is checked the same way: when something listens on it already
+//      (another job's rendezvous store), launch() throws
+//      std::invalid_argument saying the port is taken, where it came from
+//      (master_port_from) and naming --master-port; otherwise it is held
+//      likewise. (Where master_addr is no address of this host nothing is
+//      checked: rank 0's store reports what it finds.)
 //   2. Starts every worker (fork + exec of worker_argv) with, on top of the
 //      launcher's own environment:
 //        RANK=node_rank*nproc+r  WORLD_SIZE=nnodes*nproc  LOCAL_RANK=r
 //        LOCAL_WORLD_SIZE=nproc  GROUP_RANK=node_rank  MASTER_ADDR  MASTER_PORT
 //        OMP_NUM_THREADS=max(1, cores/nproc) (unless already set)  RH_LAUNCHED=1
+//        RH_JOB_ID (job_id; made when empty: RH_JOB_ID of the launcher's
+//          environment, else a random 64-bit id on one node, else one derived
+//          from what every node's launcher is given alike: master address
+//          and port, nnodes, nproc_per_node)
+//        RH_MASTER_ADDR_FROM, RH_MASTER_PORT_FROM (where MASTER_ADDR and
+//          MASTER_PORT came from, for the workers' log)
 //      Each worker runs in its own process group, with stdin from /dev/null, and
 //      with PR_SET_PDEATHSIG=SIGKILL, so that it dies if the launcher is killed
 //      (even by SIGKILL).
@@ -79,7 +95,14 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;  // 0: pick a free port (nnodes == 1 only)
+  int master_port = 0;  // 0: pick a free port (nnodes == 1 only)
+  // Where master_addr and master_port came from, for messages and the
+  // workers' log: "--master-port", "MASTER_PORT", "dist.master_port at
+  // job.yaml:9:30", "the default"; "" reads as the flag.
+  std::string master_addr_from;
+  std::string master_port_from;
+  // The workers' RH_JOB_ID; "": launch() makes one (see 2.).
+  std::string job_id;
   double kill_grace_s = 5;  // the grace period: SIGTERM (or a forwarded signal) -> SIGKILL
   int stdout_fd = 1;        // where the workers' prefixed stdout goes
   int stderr_fd = 2;        // the workers' prefixed stderr and the launcher's messages
@@ -88,15 +111,47 @@ struct LaunchOptions {
 // Runs one worker per local rank and returns the exit code to use (see above).
 // Throws std::invalid_argument for bad options (nothing is started then):
 // nproc_per_node < 1, nnodes < 1, node_rank outside [0, nnodes), a port outside
-// [0, 65535], port 0 with nnodes > 1, an empty worker_argv, or a master_addr
-// where no free port can be bound (port 0). A system failure while starting the
+// [0, 65535], port 0 with nnodes > 1, an empty worker_argv, a master_addr
+// where no free port can be bound (port 0), or a port given that something
+// listens on already (node 0). A system failure while starting the
 // workers (pipe, fork) stops those already started and returns 1; one before
 // any worker is started throws std::runtime_error.
 int launch(const LaunchOptions& options, const std::vector<std::string>& worker_argv);
 
 // A port that is free now on `addr` (an ephemeral port the kernel picked).
-// Throws std::runtime_error when nothing can be bound on addr.
+// Throws std::runtime_error when nothing can be bound on addr. (Free now
+// only: launch() keeps the port it picks reserved, see PortReservation.)
 int pick_free_port(const std::string& addr);
+
+// A port held for rank 0's rendezvous store: a socket bound to it with
+// SO_REUSEADDR and not listening, so that the kernel gives the port to no
+// other socket while the store, which binds with SO_REUSEADDR, can still
+// listen on it. Closed with the object.
+class PortReservation {
+ public:
+  PortReservation() = default;
+  ~PortReservation();
+  PortReservation(PortReservation&& other) noexcept;
+  PortReservation& operator=(PortReservation&& other) noexcept;
+  PortReservation(const PortReservation&) = delete;
+  PortReservation& operator=(const PortReservation&) = delete;
+
+  // A free port on `addr`, held. Throws std::runtime_error when nothing can
+  // be bound on addr.
+  static PortReservation free_port(const std::string& addr);
+  // `port` on `addr`, held when it can be bound; `taken` is set when
+  // something listens on it already (EADDRINUSE). Nothing is held, and
+  // taken stays false, when addr is no address of this host or cannot be
+  // resolved.
+  static PortReservation given_port(const std::string& addr, int port, bool& taken);
+
+  int port() const { return port_; }
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
 
 // The CPUs this process may run on (its affinity mask; at least 1).
 int available_cores();

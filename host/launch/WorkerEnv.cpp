@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -113,7 +116,89 @@ std::string first_slurm_host(const std::string& nodelist) {
   return host;
 }
 
-DistEnv read_dist_env(const EnvLookup& get) {
+std::string job_key_label(const std::string& key, const std::string& at) {
+  return at.empty() ? key : key + " at " + at;
+}
+
+std::string job_id_from(const std::string& shared) {
+  // FNV-1a, 64 bits: the same on every rank, whatever its build.
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : shared) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
+std::string random_job_id() {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ static_cast<uint64_t>(rd());
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+namespace {
+
+// MASTER_ADDR, else the job's dist.master_addr, else `fallback` (from
+// `fallback_from`); the same for the port. The built-in launcher says where
+// its values came from (RH_MASTER_ADDR_FROM, RH_MASTER_PORT_FROM).
+void choose_master(DistEnv& e, const EnvLookup& get, const JobRendezvousKeys& job,
+                   const std::optional<std::string>& fallback_addr,
+                   const std::string& fallback_addr_from, int fallback_port,
+                   const std::string& fallback_port_from) {
+  const bool launched = e.source == "launcher";
+  if (auto addr = lookup(get, "MASTER_ADDR")) {
+    e.master_addr = *addr;
+    e.master_addr_from =
+        launched ? lookup(get, "RH_MASTER_ADDR_FROM").value_or("MASTER_ADDR") : "MASTER_ADDR";
+  } else if (job.master_addr && !job.master_addr->empty()) {
+    e.master_addr = *job.master_addr;
+    e.master_addr_from = job_key_label("dist.master_addr", job.master_addr_at);
+  } else if (fallback_addr) {
+    e.master_addr = *fallback_addr;
+    e.master_addr_from = fallback_addr_from;
+  }
+  if (auto port = int_var(get, "MASTER_PORT")) {
+    e.master_port = *port;
+    e.master_port_from =
+        launched ? lookup(get, "RH_MASTER_PORT_FROM").value_or("MASTER_PORT") : "MASTER_PORT";
+  } else if (job.master_port) {
+    if (*job.master_port == 0)
+      throw JobKeyError(
+          "dist.master_port",
+          "0 (pick a free port) needs the built-in launcher on one node (runner-host "
+          "--nproc-per-node N), which hands the port it picked to every rank; here (" +
+              std::string(e.source == "slurm"     ? "srun"
+                          : e.source == "openmpi" ? "mpirun"
+                                                  : "RANK/WORLD_SIZE from torchrun or by hand") +
+              ") every rank must be given the same port: set one, or MASTER_PORT");
+    e.master_port = *job.master_port;
+    e.master_port_from = job_key_label("dist.master_port", job.master_port_at);
+  } else {
+    e.master_port = fallback_port;
+    e.master_port_from = fallback_port_from;
+  }
+}
+
+// RH_JOB_ID, else a hash of `shared` (what every rank of the job sees alike).
+void choose_job_id(DistEnv& e, const EnvLookup& get, std::string shared) {
+  if (auto id = lookup(get, "RH_JOB_ID")) {
+    e.job_id = *id;
+    e.job_origin = e.source == "launcher" ? "made by the runner-host launcher" : "RH_JOB_ID";
+    return;
+  }
+  shared += ", rendezvous at " + e.master_addr + ":" + std::to_string(e.master_port) + ", " +
+            std::to_string(e.world_size) + " ranks";
+  e.job_id = job_id_from(shared);
+  e.job_origin = shared;
+}
+
+}  // namespace
+
+DistEnv read_dist_env(const EnvLookup& get, const JobRendezvousKeys& job) {
   DistEnv e;
   if (lookup(get, "RANK") && lookup(get, "WORLD_SIZE")) {
     const bool launched = lookup(get, "RH_LAUNCHED").value_or("") == "1";
@@ -124,9 +209,14 @@ DistEnv read_dist_env(const EnvLookup& get) {
     e.local_world_size = int_var(get, "LOCAL_WORLD_SIZE").value_or(e.world_size);
     e.node_rank = int_var(get, "GROUP_RANK")
                       .value_or(e.local_world_size > 0 ? e.rank / e.local_world_size : 0);
-    e.master_addr = lookup(get, "MASTER_ADDR").value_or("127.0.0.1");
-    e.master_port = int_var(get, "MASTER_PORT").value_or(29500);
+    choose_master(e, get, job, std::string("127.0.0.1"), "the default", 29500, "the default");
     check(e, "RANK/WORLD_SIZE environment");
+    e.agent_store = lookup(get, "TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+    e.restart_count = int_var(get, "TORCHELASTIC_RESTART_COUNT").value_or(0);
+    std::string shared = "RANK/WORLD_SIZE environment";
+    if (auto run = lookup(get, "TORCHELASTIC_RUN_ID"))
+      shared = "torchrun run " + *run + ", restart " + std::to_string(e.restart_count);
+    choose_job_id(e, get, shared);
     return e;
   }
   if (lookup(get, "OMPI_COMM_WORLD_RANK") && lookup(get, "OMPI_COMM_WORLD_SIZE")) {
@@ -137,14 +227,22 @@ DistEnv read_dist_env(const EnvLookup& get) {
     e.local_rank = required_int(get, "OMPI_COMM_WORLD_LOCAL_RANK", why);
     e.local_world_size = required_int(get, "OMPI_COMM_WORLD_LOCAL_SIZE", why);
     e.node_rank = e.local_world_size > 0 ? e.rank / e.local_world_size : 0;
-    auto addr = lookup(get, "MASTER_ADDR");
-    if (!addr && e.world_size > e.local_world_size)
+    const bool one_node = e.world_size <= e.local_world_size;
+    choose_master(e, get, job, one_node ? std::optional<std::string>("127.0.0.1") : std::nullopt,
+                  "the default", 29500, "the default");
+    if (e.master_addr_from == "the default" && !one_node)
       throw std::runtime_error(
           "Open MPI environment: the ranks span several nodes but MASTER_ADDR is not set (pass "
-          "it with mpirun -x MASTER_ADDR=<rank 0's host>)");
-    e.master_addr = addr.value_or("127.0.0.1");
-    e.master_port = int_var(get, "MASTER_PORT").value_or(29500);
+          "it with mpirun -x MASTER_ADDR=<rank 0's host>, or set dist.master_addr in the job)");
     check(e, "Open MPI environment");
+    std::string jobid = "?";
+    for (const char* name :
+         {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid"})
+      if (auto v = lookup(get, name)) {
+        jobid = *v;
+        break;
+      }
+    choose_job_id(e, get, "mpirun job " + jobid);
     return e;
   }
   if (lookup(get, "SLURM_PROCID") && lookup(get, "SLURM_STEP_NUM_TASKS")) {
@@ -163,30 +261,39 @@ DistEnv read_dist_env(const EnvLookup& get) {
     } else {
       e.local_world_size = e.world_size;
     }
-    if (auto addr = lookup(get, "MASTER_ADDR")) {
-      e.master_addr = *addr;
-    } else {
-      auto nodes = lookup(get, "SLURM_STEP_NODELIST");
-      if (!nodes) nodes = lookup(get, "SLURM_JOB_NODELIST");
-      if (!nodes)
-        throw std::runtime_error(
-            "SLURM environment: neither MASTER_ADDR nor SLURM_STEP_NODELIST/SLURM_JOB_NODELIST "
-            "is set");
-      e.master_addr = first_slurm_host(*nodes);
+    // The defaults srun's variables give: the first host of the step, and a
+    // port from the job id.
+    std::optional<std::string> node_host;
+    std::string node_from = "SLURM_STEP_NODELIST";
+    auto nodes = lookup(get, "SLURM_STEP_NODELIST");
+    if (!nodes) {
+      nodes = lookup(get, "SLURM_JOB_NODELIST");
+      node_from = "SLURM_JOB_NODELIST";
     }
-    if (auto port = int_var(get, "MASTER_PORT")) {
-      e.master_port = *port;
-    } else if (auto job = lookup(get, "SLURM_JOB_ID")) {
-      e.master_port = 15000 + static_cast<int>(std::strtoul(job->c_str(), nullptr, 10) % 10000);
+    if (nodes) node_host = first_slurm_host(*nodes);
+    int port = 29500;
+    std::string port_from = "the default";
+    const auto job_id = lookup(get, "SLURM_JOB_ID");
+    if (job_id) {
+      port = 15000 + static_cast<int>(std::strtoul(job_id->c_str(), nullptr, 10) % 10000);
+      port_from = "SLURM_JOB_ID";
     }
+    choose_master(e, get, job, node_host, node_from, port, port_from);
+    if (e.master_addr_from == "the default")
+      throw std::runtime_error(
+          "SLURM environment: neither MASTER_ADDR nor SLURM_STEP_NODELIST/SLURM_JOB_NODELIST "
+          "is set (nor dist.master_addr in the job)");
     check(e, "SLURM environment");
+    choose_job_id(e, get,
+                  "SLURM job " + job_id.value_or("?") + " step " +
+                      lookup(get, "SLURM_STEP_ID").value_or("?"));
     return e;
   }
   return e;
 }
 
-DistEnv dist_env_from_environment() {
-  return read_dist_env([](const char* name) { return std::getenv(name); });
+DistEnv dist_env_from_environment(const JobRendezvousKeys& job) {
+  return read_dist_env([](const char* name) { return std::getenv(name); }, job);
 }
 
 bool is_launched_worker() {

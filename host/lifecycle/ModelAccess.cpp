@@ -266,7 +266,7 @@ rh_Error* Model_AddGradReadyCallback(rh_Model* m, size_t i, rh_GradReadyFn fn, v
 void count_down(void* user, size_t i) {
   auto* m = static_cast<rh_Model*>(user);
   const int32_t unit = m->unit_of_param[i];
-  if (--m->params_pending[unit] == 0) m->post_backward(unit);
+  if (unit >= 0 && --m->params_pending[unit] == 0) m->post_backward(unit);
 }
 
 rh_Error* Model_AddUnitCallback(rh_Model* m, int32_t unit, rh_UnitPhase phase, rh_UnitFn fn,
@@ -429,7 +429,10 @@ ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) 
   for (size_t u = 0; u < m.units.size(); ++u)
     for (const auto& name : m.units[u].param_names) unit_of[name] = static_cast<int32_t>(u);
   for (const auto& p : m.params) {
-    m.unit_of_param.push_back(unit_of.count(p.name) ? unit_of[p.name] : 0);
+    // -1: no unit declares it (the root): reported so (ABI 1.8; 0 before),
+    // the host's "root" for checkpoints too; its gradient counts towards no
+    // unit's POST_BACKWARD.
+    m.unit_of_param.push_back(unit_of.count(p.name) ? unit_of[p.name] : -1);
     m.module_paths.push_back(
         p.name.rfind('.') == std::string::npos ? "" : p.name.substr(0, p.name.rfind('.')));
   }
@@ -479,7 +482,7 @@ void ModelAccess::begin_backward() {
     for (size_t i = 0; i < m.params.size(); ++i) {
       const at::Tensor& p = m.params[i].tensor;
       if (!p.requires_grad()) continue;
-      ++m.trainable_in_unit[m.unit_of_param[i]];
+      if (m.unit_of_param[i] >= 0) ++m.trainable_in_unit[m.unit_of_param[i]];
       std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(p);
       acc->add_post_hook(std::make_unique<GradReadyHook>(&count_down, &m, i));
       m.accumulators.push_back(std::move(acc));

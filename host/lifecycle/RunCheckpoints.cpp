@@ -143,6 +143,79 @@ RunCheckpoints::RunCheckpoints(const config::Node& job, const RunnerOptions& opt
 
 RunCheckpoints::~RunCheckpoints() = default;
 
+// ---- Set-up --------------------------------------------------------------------
+
+void RunCheckpoints::check_optimizer_params(const optim::OptimWrapper& optim) {
+  // One line per tensor: its element range of the parameter, then its name.
+  std::vector<std::string> lines;
+  for (const auto& p : optim.params())
+    lines.push_back(std::to_string(p.full_offset) + " " + std::to_string(p.param.numel()) + " " +
+                    p.name);
+  std::sort(lines.begin(), lines.end());
+  std::string mine;
+  for (const std::string& line : lines) mine += line + "\n";
+  // Every rank's, as name -> "offset numel".
+  std::vector<std::map<std::string, std::string>> ranks;
+  std::set<std::string> names;
+  for (const std::string& list : world_.gather_strings(mine)) {
+    auto& held = ranks.emplace_back();
+    std::istringstream in(list);
+    for (std::string line; std::getline(in, line);) {
+      const size_t second = line.find(' ', line.find(' ') + 1);
+      held[line.substr(second + 1)] = line.substr(0, second);
+      names.insert(line.substr(second + 1));
+    }
+  }
+  optimizer_params_json_ = "[";
+  for (const std::string& name : names)
+    optimizer_params_json_ +=
+        (optimizer_params_json_.size() > 1 ? ", " : "") + checkpoint::json_string(name);
+  optimizer_params_json_ += "]";
+  if (strategy_.traits().sharded_checkpoint != 0) return;
+  // Rank 0 saves the whole optimizer state: every rank must hold what it holds.
+  auto some = [](const std::vector<std::string>& list) {
+    std::string out;
+    for (size_t i = 0; i < list.size() && i < 5; ++i) out += (i ? ", '" : "'") + list[i] + "'";
+    return out + (list.size() > 5 ? ", ..." : "");
+  };
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    if (ranks[r] == ranks[0]) continue;
+    std::vector<std::string> only_here, only_root, ranges;
+    for (const auto& [name, range] : ranks[r]) {
+      const auto root = ranks[0].find(name);
+      if (root == ranks[0].end())
+        only_here.push_back(name);
+      else if (root->second != range)
+        ranges.push_back(name);
+    }
+    for (const auto& [name, range] : ranks[0])
+      if (ranks[r].count(name) == 0) only_root.push_back(name);
+    const std::string rank = "rank " + std::to_string(r);
+    std::string differs;
+    if (!only_here.empty())
+      differs += rank + " holds " + std::to_string(only_here.size()) + " that rank 0 does not (" +
+                 some(only_here) + ")";
+    if (!only_root.empty())
+      differs += (differs.empty() ? "" : "; ") + std::string("rank 0 holds ") +
+                 std::to_string(only_root.size()) + " that " + rank + " does not (" +
+                 some(only_root) + ")";
+    if (!ranges.empty())
+      differs += (differs.empty() ? "" : "; ") + std::to_string(ranges.size()) +
+                 " are other element ranges of their parameter on " + rank + " than on rank 0 (" +
+                 some(ranges) + ")";
+    throw host::HostError(
+        RH_ERROR_FAILED_PRECONDITION,
+        strategy_.what() +
+            " hands each rank's optimizer different tensors (OptimizerParams) but does not "
+            "declare the sharded_checkpoint trait: " +
+            differs +
+            ". Without sharded_checkpoint rank 0 alone saves the optimizer state, so a "
+            "checkpoint would lose every other rank's. The strategy must declare "
+            "sharded_checkpoint (every rank saves its own optimizer.rank<r>; needs "
+            "OptimizerParams and UnitParams, ABI 1.3) or hand every rank the same tensors");
+  }
+}
+
 // ---- Save ----------------------------------------------------------------------
 
 void RunCheckpoints::save(const std::string& name, const RunProgress& progress, model::Model& model,
@@ -285,7 +358,7 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
   // builds it after the loop went on).
   auto make_meta = [name, progress, world_size, files_json, strategy = strategy_.type(),
                     io = checkpoint_io_type_, runner = opt_.runner_version,
-                    config = opt_.config_yaml,
+                    config = opt_.config_yaml, optimizer_params = optimizer_params_json_,
                     model_sharded = !shard_only.empty()](const std::string& tensors_json) {
     using checkpoint::json_string;
     return "{\n  \"format_version\": " + std::to_string(checkpoint::kCheckpointFormatVersion) +
@@ -298,6 +371,8 @@ void RunCheckpoints::save(const std::string& name, const RunProgress& progress, 
            ",\n  \"strategy\": " + json_string(strategy) +
            ",\n  \"checkpoint_io\": " + json_string(io) + ",\n  \"files\": [" + files_json + "]" +
            (model_sharded ? std::string(",\n  \"model_state\": \"sharded\"") : "") +
+           (optimizer_params.empty() ? std::string()
+                                     : ",\n  \"optimizer_params\": " + optimizer_params) +
            ",\n  \"tensors\": " + tensors_json + ",\n  \"config\": " + json_string(config) +
            "\n}\n";
   };
@@ -633,13 +708,56 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
     if (resuming_training && strategy_.traits().sharded_model_state != 0)
       for (const auto& p : model.named_parameters())
         if (meta.tensors.count("master." + p.name) != 0) skip.insert(p.name);
-    checkpoint::LoadReport report =
-        read_model(model_source(*resume_dir, meta, skip), resume_dir->string(), model,
-                   std::vector<std::string>(skip.begin(), skip.end()));
-    if (!report.ok())
+    // Another precision than the run that wrote it (issue 31, item 5): a
+    // parameter the checkpoint holds in a narrower dtype than the model's
+    // comes from its float32 master when the checkpoint has one; a wider
+    // one is cast down (a strategy's working dtype of its float32 values);
+    // a narrower one without a master only with resume_dtype: convert.
+    std::set<std::string> from_masters;
+    for (const auto& p : model.named_parameters()) {
+      if (skip.count(p.name) != 0) continue;
+      const auto file = meta.tensors.find("model." + p.name);
+      const auto master = meta.tensors.find("master." + p.name);
+      if (file == meta.tensors.end() || master == meta.tensors.end()) continue;
+      if (master->second.dtype == "F32" && file->second.dtype != "F32" &&
+          p.tensor.scalar_type() == at::kFloat)
+        from_masters.insert(p.name);
+    }
+    const bool convert = job_value<std::string>(job_, "resume_dtype", "exact") == "convert";
+    load_rule_ = convert ? checkpoint::DtypeRule::kAny : checkpoint::DtypeRule::kNarrow;
+    checkpoint::LoadReport report;
+    try {
+      report = read_model(model_source(*resume_dir, meta, skip, from_masters), resume_dir->string(),
+                          model, std::vector<std::string>(skip.begin(), skip.end()));
+    } catch (...) {
+      load_rule_ = checkpoint::DtypeRule::kExact;
+      throw;
+    }
+    load_rule_ = checkpoint::DtypeRule::kExact;
+    if (!report.ok()) {
+      const bool dtypes = std::any_of(
+          report.mismatched.begin(), report.mismatched.end(),
+          [](const std::string& m) { return m.find("checkpoint dtype") != std::string::npos; });
       throw host::HostError(
           RH_ERROR_FAILED_PRECONDITION,
-          "checkpoint " + resume_dir->string() + " does not match the model:" + report.str());
+          "checkpoint " + resume_dir->string() + " does not match the model:" + report.str() +
+              (dtypes && !convert
+                   ? "\n  (a tensor saved in a narrower dtype than the model's, with no float32 "
+                     "master to take it from, loads only with resume_dtype: convert: the run "
+                     "then continues from the narrower values)"
+                   : std::string()));
+    }
+    if (world_.rank() == 0) {
+      if (!from_masters.empty())
+        spdlog::info(
+            "resume: {} parameter(s) taken from the checkpoint's float32 masters (its model file "
+            "holds them in {}), e.g. '{}'",
+            from_masters.size(), meta.tensors.at("model." + *from_masters.begin()).dtype,
+            *from_masters.begin());
+      if (!report.converted.empty())
+        spdlog::info("resume: {} tensor(s) of {} cast to this run's dtype, e.g. {}",
+                     report.converted.size(), resume_dir->string(), report.converted.front());
+    }
     spdlog::info("resume: loaded model weights from {}", resume_dir->string());
     return;
   }
@@ -686,16 +804,16 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
 
 // The model tensors of a checkpoint but `skip`: its model file as it is when
 // that holds each of them whole, else each one assembled from its shards.
-RunCheckpoints::ModelSource RunCheckpoints::model_source(const fs::path& dir,
-                                                         const checkpoint::CheckpointMeta& meta,
-                                                         const std::set<std::string>& skip) const {
-  std::vector<std::string> wanted;
-  bool whole_in_file = true;
+RunCheckpoints::ModelSource RunCheckpoints::model_source(
+    const fs::path& dir, const checkpoint::CheckpointMeta& meta, const std::set<std::string>& skip,
+    const std::set<std::string>& from_masters) const {
+  std::vector<std::pair<std::string, std::string>> wanted;  // logical tensor, key in the dict
+  bool whole_in_file = from_masters.empty();
   for (const auto& [logical, t] : meta.tensors) {
     if (logical.rfind("model.", 0) != 0) continue;
     const std::string name = logical.substr(6);
     if (skip.count(name) != 0) continue;
-    wanted.push_back(logical);
+    wanted.push_back({from_masters.count(name) != 0 ? "master." + name : logical, name});
     whole_in_file = whole_in_file && t.shards.size() == 1 && t.shards[0].file == "model" &&
                     t.shards[0].key == name;
   }
@@ -705,8 +823,7 @@ RunCheckpoints::ModelSource RunCheckpoints::model_source(const fs::path& dir,
   return [this, dir, index, wanted](rh_StateDict& dict) {
     const checkpoint::ShardReader reader(store_, dir, *index);
     std::vector<checkpoint::ShardReader::Request> requests;
-    for (const std::string& logical : wanted)
-      requests.push_back(reader.whole(logical, logical.substr(6)));
+    for (const auto& [logical, key] : wanted) requests.push_back(reader.whole(logical, key));
     reader.read(requests, dict);
   };
 }
@@ -747,7 +864,7 @@ checkpoint::LoadReport RunCheckpoints::read_model(const ModelSource& source,
       // Every tensor of the model, as it is, and nothing else.
       std::vector<model::NamedTensor> all = model.named_parameters();
       all.insert(all.end(), buffers.begin(), buffers.end());
-      decision = checkpoint::check_into(dict, "", all).ok() ? "root" : "all";
+      decision = checkpoint::check_into(dict, "", all, load_rule_).ok() ? "root" : "all";
     } catch (const std::exception& e) {
       failed = std::current_exception();
       decision = std::string("error\n") + e.what();
@@ -764,9 +881,9 @@ checkpoint::LoadReport RunCheckpoints::read_model(const ModelSource& source,
   }
   each_unit(model, RH_UNIT_PARAMS_ROOT_PREPARE, RH_UNIT_PARAMS_ROOT_ADOPT,
             [&](std::vector<model::NamedTensor>& unit) {
-              if (reader) checkpoint::load_into(dict, "", unit);
+              if (reader) checkpoint::load_into(dict, "", unit, load_rule_);
             });
-  if (reader) checkpoint::load_into(dict, "", buffers);
+  if (reader) checkpoint::load_into(dict, "", buffers, load_rule_);
   std::vector<at::Tensor> values;
   for (const auto& b : buffers) values.push_back(b.tensor);
   world_.broadcast_tensors(values);
@@ -794,10 +911,10 @@ checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, mode
     rh_StateDict rest;
     for (const auto& [key, e] : dict.entries)
       if (skip.count(key) == 0) rest.entries[key] = e;
-    return checkpoint::load_into(rest, "", whole);
+    return checkpoint::load_into(rest, "", whole, load_rule_);
   }
   if (strategy_.traits().load_phase != RH_LOAD_AFTER_WRAP)
-    return checkpoint::load_into(dict, "", targets);
+    return checkpoint::load_into(dict, "", targets, load_rule_);
   checkpoint::LoadReport report;
   std::set<std::string> names;
   for (const auto& t : targets) names.insert(t.name);
@@ -806,12 +923,13 @@ checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, mode
   auto merge = [&](const checkpoint::LoadReport& r) {
     report.missing.insert(report.missing.end(), r.missing.begin(), r.missing.end());
     report.mismatched.insert(report.mismatched.end(), r.mismatched.begin(), r.mismatched.end());
+    report.converted.insert(report.converted.end(), r.converted.begin(), r.converted.end());
   };
   each_unit(model, RH_UNIT_PARAMS_GATHER, RH_UNIT_PARAMS_ADOPT,
             [&](std::vector<model::NamedTensor>& params) {
-              merge(checkpoint::load_into(dict, "", params));
+              merge(checkpoint::load_into(dict, "", params, load_rule_));
             });
-  merge(checkpoint::load_into(dict, "", buffers));
+  merge(checkpoint::load_into(dict, "", buffers, load_rule_));
   return report;
 }
 
@@ -834,6 +952,36 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
   const checkpoint::ShardReader reader(store_, dir, meta.tensors);
   std::vector<checkpoint::ShardReader::Request> requests;
   std::map<std::string, const optim::OptimParam*> masters;
+  // Parameters the run that wrote the checkpoint did not optimize (frozen
+  // there, or fsdp's ignored_modules): no optimizer entry at all. Their
+  // state starts afresh, with a warning; one whose writer optimized it
+  // (meta.json's optimizer_params) but saved no state is an error below.
+  std::set<std::string> fresh;
+  for (const auto& p : optim.params()) {
+    const std::string prefix = "optim." + p.name + ".";
+    const auto first = meta.tensors.lower_bound(prefix);
+    bool any = false;
+    for (auto it = first;
+         it != meta.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+      any = any || it->first.find('.', prefix.size()) == std::string::npos;
+    const bool optimized_there =
+        meta.optimizer_params &&
+        std::find(meta.optimizer_params->begin(), meta.optimizer_params->end(), p.name) !=
+            meta.optimizer_params->end();
+    if (!any && meta.tensors.count("master." + p.name) == 0 && !optimized_there)
+      fresh.insert(p.name);
+  }
+  if (!fresh.empty() && world_.rank() == 0)
+    spdlog::warn(
+        "resume: {} has no optimizer state for '{}'{}: the run that wrote it did not optimize "
+        "{} (frozen there, or fsdp's ignored_modules){}; {} state starts afresh",
+        dir.string(), *fresh.begin(),
+        fresh.size() > 1 ? " and " + std::to_string(fresh.size() - 1) + " more" : std::string(),
+        fresh.size() > 1 ? "them" : "it",
+        meta.optimizer_params ? std::string()
+                              : std::string(" (or lost it: this checkpoint does not record "
+                                            "which parameters its writer optimized)"),
+        fresh.size() > 1 ? "their" : "its");
   for (const auto& p : optim.params()) {
     const std::vector<int64_t> full = full_shape(p);
     const std::vector<int64_t> shard = shape_of(p.param.sizes());
@@ -878,7 +1026,7 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
   for (const std::string& key : state_keys)
     optim_state.push_back({key, checkpoint::take_tensor(optim_dict, key)});
   try {
-    optim.load_state_tensors(optim_state, /*adopt=*/true);
+    optim.load_state_tensors(optim_state, /*adopt=*/true, fresh);
   } catch (const std::invalid_argument& e) {
     throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
                           "cannot resume from " + dir.string() + ": " + e.what());

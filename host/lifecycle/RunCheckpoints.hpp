@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "checkpoint/CheckpointIndex.hpp"
+#include "checkpoint/TensorDict.hpp"
 #include "lifecycle/Runner.hpp"
 #include "model/Model.hpp"
 #include "plugins/StateDict.hpp"
@@ -91,6 +92,15 @@ class RunCheckpoints {
   // checkpoint whose parameters are saved only as shards needs it.
   void load_weights(model::Model& model, const std::optional<std::filesystem::path>& resume_dir,
                     bool resuming_training);
+  // Set-up, on every rank once the optimizer is built (one collective): each
+  // rank's optimizer tensors (names and element ranges) against the other
+  // ranks'. Without the sharded_checkpoint trait rank 0 alone saves the
+  // optimizer state, so a strategy whose ranks hold different tensors
+  // (OptimizerParams) is refused: HostError naming the strategy, the trait
+  // and the first ranks that differ. Records the parameters the optimizer
+  // holds over every rank, which each checkpoint's meta.json lists
+  // ("optimizer_params") for `runner-host ckpt inspect`.
+  void check_optimizer_params(const optim::OptimWrapper& optim);
   // Saves checkpoint `name` (every rank calls it; rank 0 writes and every
   // rank learns whether that worked). Throws HostError when it did not.
   // With a checkpoint IO that saves in the background, it returns once the
@@ -143,8 +153,11 @@ class RunCheckpoints {
   // Fills a dict with model tensors by their model names (a whole file, or
   // logical tensors assembled from their shards).
   using ModelSource = std::function<void(rh_StateDict&)>;
+  // `from_masters`: parameters read from their float32 master ("master.<p>")
+  // instead of the model file's narrower copy.
   ModelSource model_source(const std::filesystem::path& dir, const checkpoint::CheckpointMeta& meta,
-                           const std::set<std::string>& skip) const;
+                           const std::set<std::string>& skip,
+                           const std::set<std::string>& from_masters = {}) const;
   checkpoint::LoadReport read_model(const ModelSource& source, const std::string& what,
                                     model::Model& model, const std::vector<std::string>& sharded);
   checkpoint::LoadReport load_model(const rh_StateDict& dict, model::Model& model,
@@ -168,7 +181,9 @@ class RunCheckpoints {
   HookDispatcher& hooks_;
   host::StrategyInstance& strategy_;
   std::string checkpoint_io_type_;
-  rh_StateDict resumed_state_;    // between resume() and finish_resume()
+  rh_StateDict resumed_state_;  // between resume() and finish_resume()
+  // The dtype rule of the model load under way (load_weights of a resume).
+  checkpoint::DtypeRule load_rule_ = checkpoint::DtypeRule::kExact;
   std::string resumed_strategy_;  // the strategy that wrote it
   int64_t last_saved_iter_ = -1;
   optim::GradScaler* grad_scaler_ = nullptr;
@@ -178,6 +193,9 @@ class RunCheckpoints {
   // the saved state in CPU memory, as PyTorch DCP's cached staging keeps).
   std::map<std::string, at::Tensor> staging_;
   std::vector<std::string> removals_after_save_;
+  // check_optimizer_params(): the optimizer's parameters over every rank, as
+  // a JSON list ("" before it ran: meta.json then does not record them).
+  std::string optimizer_params_json_;
 };
 
 }  // namespace rh::lifecycle

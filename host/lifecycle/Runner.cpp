@@ -12,8 +12,10 @@
 
 #include <chrono>
 #include <csignal>
+#include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "checkpoint/CheckpointStore.hpp"
@@ -77,6 +79,12 @@ TrainConfig read_train_cfg(const config::Node& job) {
   return t;
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::ostringstream text;
+  text << at::IntArrayRef(shape);
+  return text.str();
+}
+
 // Normalisation-layer parameters (paramwise norm_decay_mult): in the
 // built-in models a dotted segment of their name starts with "norm".
 bool is_norm_param(const std::string& name) {
@@ -89,7 +97,59 @@ bool is_norm_param(const std::string& name) {
   return false;
 }
 
+// The model's trainable parameters, as the optimizer takes them without a
+// strategy's own tensors.
+std::vector<optim::OptimParam> trainable_params(model::Model& model) {
+  std::vector<optim::OptimParam> params;
+  for (auto& p : model.named_parameters())
+    if (p.tensor.requires_grad()) params.push_back({p.name, p.tensor, is_norm_param(p.name)});
+  return params;
+}
+
+// MMPretrain's layer-wise lr decay (optim_wrapper.constructor:
+// LearningRateDecayOptimWrapperConstructor): each parameter's layer, from
+// the model's parameters in registration order. A model without numbered
+// blocks is refused by OptimWrapper, naming the parameter.
+void set_layer_depths(const config::Node& job, model::Model& model,
+                      std::vector<optim::OptimParam>& params) {
+  if (job_value<std::string>(job, "optim_wrapper.constructor", "") !=
+      "LearningRateDecayOptimWrapperConstructor")
+    return;
+  std::vector<std::string> names;
+  for (const auto& p : model.named_parameters()) names.push_back(p.name);
+  const optim::LayerDepths depths = optim::layer_depths(names);
+  if (depths.blocks == 0) return;
+  for (auto& p : params) {
+    const auto found = depths.id.find(p.name);
+    if (found == depths.id.end()) continue;
+    p.layer_id = found->second;
+    p.layer_count = depths.count;
+  }
+}
+
 }  // namespace
+
+void print_param_groups(const config::Node& job, const fs::path& job_dir, std::ostream& out) {
+  auto model =
+      model::build_model(*job.find("model"), job_value<uint64_t>(job, "seed", 0), job_dir.string());
+  std::vector<optim::OptimParam> params = trainable_params(*model);
+  set_layer_depths(job, *model, params);
+  std::map<std::string, int64_t> layer;
+  for (const auto& p : params) layer[p.name] = p.layer_id;
+  std::map<std::string, std::vector<int64_t>> shape;
+  for (const auto& p : params) shape[p.name] = p.param.sizes().vec();
+  const optim::OptimWrapper optim(*job.find("optim_wrapper"), std::move(params));
+  out << "parameter\tshape\tlr\tweight_decay\tlayer\n";
+  for (const auto& o : optim.param_options()) {
+    out << o.name << '\t' << shape_text(shape[o.name]) << '\t' << fmt::format("{:.10g}", o.lr)
+        << '\t' << fmt::format("{:.10g}", o.weight_decay) << '\t';
+    if (layer[o.name] >= 0)
+      out << layer[o.name];
+    else
+      out << '-';
+    out << '\n';
+  }
+}
 
 struct Runner::State {
   State(const config::Node& job_, RunnerOptions opt_, host::HostServices& services_,
@@ -160,8 +220,8 @@ struct Runner::State {
     setup_env();
     // 3. Model, initialised from the seed (the same weights on every rank).
     build_model();
-    train_loader = make_loader("train", true);
-    if (job.find("data") && job.find("data")->find("val")) val_loader = make_loader("val", false);
+    train_loader = make_loader("train");
+    if (job.find("data") && job.find("data")->find("val")) val_loader = make_loader("val");
     // 4-6. Weights (load_from / resume), before or after the strategy wraps.
     // What the resume costs: choosing and verifying the checkpoint (every
     // checksum), then weights, optimizer state and loop state.
@@ -176,6 +236,9 @@ struct Runner::State {
     // 7. Optimizer over the strategy's parameters (AmpOptimWrapper: and the
     // loss scaler, before resume restores it).
     build_optimizer();
+    // Every rank's optimizer tensors against the others' (one collective):
+    // what a checkpoint saves of them must be all of them.
+    checkpoints->check_optimizer_params(*optim);
     build_mixed_precision();
     // 8. auto_scale_lr: always before the schedulers take their base lrs.
     auto_scale_lr();
@@ -227,7 +290,7 @@ struct Runner::State {
     setup_env();
     build_model();
     auto& loader = mode == RunMode::Val ? val_loader : test_loader;
-    loader = make_loader(split, false);
+    loader = make_loader(split);
     std::optional<fs::path> resume_dir = checkpoints->find_resume();
     if (!resume_dir && !job.find("load_from"))
       spdlog::warn(
@@ -272,6 +335,9 @@ struct Runner::State {
                                             static_cast<size_t>(p.samples_in_epoch()));
       else
         train_loader->start_epoch(p.epochs_done, static_cast<size_t>(p.inner_done));
+      // Where this process began the epoch: a resume may land inside an
+      // accumulation window, which then counts only the batches run here.
+      const int64_t first_inner = p.inner_done;
       while (!train_done()) {
         auto t0 = Clock::now();
         std::optional<data::Batch> batch;
@@ -286,7 +352,7 @@ struct Runner::State {
         const double lr = optim->lrs().at(0);  // the lr this iteration uses
         const AccumulationWindow window =
             accumulation_window(optim->accumulative_counts(), p.inner_done, batches, p.iters_done,
-                                train_cfg.by_epoch ? 0 : train_cfg.max_iters);
+                                train_cfg.by_epoch ? 0 : train_cfg.max_iters, first_inner);
         const StepResult r = step->run(
             *batch, window, RankFlags{launch::stop_signal() != 0, checkpoints->save_finished()},
             p.iters_done + 1);
@@ -470,14 +536,15 @@ struct Runner::State {
     c.strategy->check("Wrap", vt.Wrap(c.strategy->handle(), &args));
   }
 
-  std::unique_ptr<data::DataLoader> make_loader(const std::string& split, bool train) {
+  std::unique_ptr<data::DataLoader> make_loader(const std::string& split) {
     const config::Node* cfg = find_key(job, "data." + split);
     if (cfg == nullptr) throw config::ConfigError(job.location(), "data", "missing data." + split);
     auto dataset = data::build_dataset(*cfg->find("dataset"), opt.job_dir.string());
     // The job's seed, never the rank-offset one: every rank must shuffle the
     // same permutation, or ranks would share and miss samples.
-    data::LoaderOptions o = data::loader_options(*cfg, job_value<uint64_t>(job, "seed", 0));
-    if (!train) o.shuffle = false;
+    // data.val / data.test shuffle as written (MMEngine's val dataloader
+    // may shuffle too); the metrics are sums over the split either way.
+    const data::LoaderOptions o = data::loader_options(*cfg, job_value<uint64_t>(job, "seed", 0));
     return std::make_unique<data::DataLoader>(dataset, o, world->rank(), world->size());
   }
 
@@ -486,15 +553,13 @@ struct Runner::State {
     if (c.strategy->vtable().OptimizerParams != nullptr) {
       params = strategy_optimizer_params();
     } else {
-      for (auto& p : model->named_parameters()) {
-        if (!p.tensor.requires_grad()) continue;
-        params.push_back({p.name, p.tensor, is_norm_param(p.name)});
-      }
+      params = trainable_params(*model);
     }
     if (params.empty())
       throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
                             "the model has no trainable parameter (every parameter has "
                             "requires_grad false): nothing to train; use --mode val or test");
+    set_layer_depths(job, *model, params);
     optim = std::make_unique<optim::OptimWrapper>(*job.find("optim_wrapper"), std::move(params));
   }
 
@@ -601,6 +666,31 @@ struct Runner::State {
           c.strategy->what() +
               " hands the optimizer its own tensors (OptimizerParams) and has no ReduceGradNorm "
               "(ABI 1.3): clip_grad needs the gradient norm over every rank's shards");
+    // paramwise_cfg matches a strategy's tensor by its parameter: the name
+    // (custom_keys, bias, norm) and the whole parameter's shape (1-D for
+    // flat_decay_mult), not the shard's own flat shape; they are trainable
+    // (their requires_grad is false: autograd never sees them).
+    const config::Node* paramwise = find_key(job, "optim_wrapper.paramwise_cfg");
+    std::map<std::string, at::Tensor> by_name;
+    for (auto& p : model->named_parameters()) by_name[p.name] = p.tensor;
+    for (auto& p : collected.params) {
+      p.trainable = true;
+      if (paramwise == nullptr || paramwise->is_null()) continue;
+      const auto found = by_name.find(p.name);
+      const std::vector<int64_t> whole =
+          p.full_shape.empty() ? p.param.sizes().vec() : p.full_shape;
+      if (found == by_name.end() || found->second.sizes().vec() != whole)
+        throw config::ConfigError(
+            paramwise->location(), paramwise->path(),
+            "paramwise_cfg cannot apply: " + c.strategy->what() + " names an optimizer tensor '" +
+                p.name + "' " +
+                (found == by_name.end()
+                     ? std::string("that is no parameter of the model")
+                     : "of shape " + shape_text(whole) + " where the model's parameter is " +
+                           shape_text(found->second.sizes().vec())) +
+                " (OptimizerParams must name each tensor after its parameter and give the whole "
+                "parameter's shape in full_shape)");
+    }
     strategy_grads = std::move(collected.grads);
     spdlog::info("optimizer over {} tensor(s) given by {}", collected.params.size(),
                  c.strategy->what());

@@ -40,11 +40,12 @@ std::optional<at::ScalarType> input_dtype(const host::StrategyInstance& strategy
 }
 
 AccumulationWindow accumulation_window(int64_t n, int64_t inner_done, int64_t batches_per_epoch,
-                                       int64_t iters_done, int64_t max_iters) {
-  const int64_t window_start = inner_done - inner_done % n;  // within the epoch
-  int64_t length = std::min<int64_t>(n, batches_per_epoch - window_start);
-  if (max_iters > 0) length = std::min<int64_t>(length, max_iters - (iters_done - inner_done % n));
-  return {length, inner_done + 1 == window_start + length};
+                                       int64_t iters_done, int64_t max_iters, int64_t first_inner) {
+  const int64_t aligned = inner_done - inner_done % n;  // the window's start, within the epoch
+  int64_t end = std::min<int64_t>(aligned + n, batches_per_epoch);
+  if (max_iters > 0) end = std::min<int64_t>(end, inner_done + (max_iters - iters_done));
+  const int64_t start = std::max<int64_t>(aligned, first_inner);
+  return {end - start, inner_done + 1 == end};
 }
 
 TrainStep::TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapper& optim,

@@ -34,16 +34,22 @@ struct RankFlags;
 // Where a batch falls in its gradient-accumulation window: windows of
 // `accumulative_counts` batches start at the epoch's start and are cut short
 // by the end of the epoch or (iteration-based training) by max_iters; the
-// loss is divided by the window's real length (MMEngine's rule).
+// loss is divided by the window's real length (MMEngine's rule). A run
+// resumed inside a window (its checkpoint was written with another global
+// batch, so its position converts to a batch inside one) begins with the
+// rest of that window: the batches before `first_inner` were never run
+// here, so the window is cut short at its start too and divided by what is
+// left of it.
 struct AccumulationWindow {
-  int64_t length = 1;      // batches in this window
+  int64_t length = 1;      // batches in this window that this run takes
   bool last_batch = true;  // this batch ends it: the optimizer steps
 };
 // `inner_done`/`iters_done`: batches done in the epoch / in the run before
-// this one; `max_iters` 0 for epoch-based training.
+// this one; `max_iters` 0 for epoch-based training; `first_inner`: the
+// batch of this epoch the process began at (0, or where a resume put it).
 AccumulationWindow accumulation_window(int64_t accumulative_counts, int64_t inner_done,
                                        int64_t batches_per_epoch, int64_t iters_done,
-                                       int64_t max_iters);
+                                       int64_t max_iters, int64_t first_inner = 0);
 
 // What the model computes from: `input` on `device`, floating-point inputs
 // cast to the strategy's input_dtype trait (inputs_to_half) when it has one.

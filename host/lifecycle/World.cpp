@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +14,7 @@
 
 #include "comm/Communicator.hpp"
 #include "comm/RankDevice.hpp"
-#include "launch/Launcher.hpp"
+#include "config/ConfigNode.hpp"
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/JobKeys.hpp"
 #include "model/Model.hpp"
@@ -62,7 +63,27 @@ std::pair<double, FlagCounts> PendingMean::get() {
 
 World::World(const config::Node& job, host::HostServices& services, bool needs_comm)
     : services_(services) {
-  const launch::DistEnv env = launch::dist_env_from_environment();
+  // The job's own rendezvous keys; the environment (a launcher's
+  // MASTER_ADDR/MASTER_PORT, torchrun's, srun's) wins over them.
+  launch::JobRendezvousKeys keys;
+  const config::Node* addr_node = find_key(job, "dist.master_addr");
+  const config::Node* port_node = find_key(job, "dist.master_port");
+  if (addr_node != nullptr && !addr_node->is_null()) {
+    keys.master_addr = addr_node->as_string();
+    keys.master_addr_at = addr_node->location().str();
+  }
+  if (port_node != nullptr && !port_node->is_null()) {
+    keys.master_port = static_cast<int>(port_node->as_int());
+    keys.master_port_at = port_node->location().str();
+  }
+  launch::DistEnv env;
+  try {
+    env = launch::dist_env_from_environment(keys);
+  } catch (const launch::JobKeyError& e) {
+    const config::Node* node = e.key() == "dist.master_addr" ? addr_node : port_node;
+    throw config::ConfigError(node != nullptr ? node->location() : job.location(), e.key(),
+                              e.what());
+  }
   local_rank_ = env.local_rank;
   local_world_size_ = env.local_world_size;
   node_rank_ = env.node_rank;
@@ -79,15 +100,35 @@ World::World(const config::Node& job, host::HostServices& services, bool needs_c
   if (env.world_size <= 1 && !needs_comm) return;
 
   comm::RendezvousOptions o;
+  std::string where;  // for the log: where the rendezvous is and why
   if (env.source != "none") {
     o.rank = env.rank;
     o.world_size = env.world_size;
     o.local_rank = env.local_rank;
     o.master_addr = env.master_addr;
     o.master_port = env.master_port;
+    o.master_port_from = env.master_port_from;
+    o.rank0_hosts_store = !env.agent_store;
+    if (env.agent_store) o.store_prefix = "/worker/attempt_" + std::to_string(env.restart_count);
+    where = "at " + env.master_addr + ":" + std::to_string(env.master_port) + " (address from " +
+            env.master_addr_from + ", port from " + env.master_port_from +
+            (env.agent_store ? "; the store is torchrun's agent's" : "") + ")";
   } else {
-    o.master_port = launch::pick_free_port(o.master_addr);  // one process: any free port
+    // One process: a store of its own on a port the kernel picks.
+    o.master_port = 0;
+    where = "on a free local port (a world of one";
+    if (keys.master_addr || keys.master_port)
+      where += "; dist.master_addr/dist.master_port are for several ranks";
+    where += ")";
   }
+  // The job's id (comm::RendezvousOptions::job_id): a rank that reaches
+  // another job's store stops, naming both.
+  o.job_id = env.job_id.empty() ? launch::random_job_id() : env.job_id;
+  std::string origin = env.job_id.empty() ? "a single process" : env.job_origin;
+  if (env.source == "launcher") origin += ", pid " + std::to_string(::getppid());
+  o.job_description = "job " + o.job_id + " (" + origin;
+  if (!job.location().file.empty()) o.job_description += "; config " + job.location().file;
+  o.job_description += ")";
   o.timeout_s = job_value<double>(job, "dist.timeout_s", 300.0);
   const std::string backend = job_value<std::string>(job, "dist.backend", "auto");
   o.backend = backend == "auto" ? (torch::cuda::is_available() ? "nccl" : "gloo") : backend;
@@ -107,8 +148,8 @@ World::World(const config::Node& job, host::HostServices& services, bool needs_c
   });
   comm::install_comm_api(services_, comm_.get());
   launch::configure_rank_logging(rank_);  // only rank 0 logs at info unless RH_LOG_ALL_RANKS=1
-  spdlog::info("rendezvous: rank {} of {} ({} backend, all_reduce through {})", rank_, size_,
-               o.backend, comm_->all_reduce_transport());
+  spdlog::info("rendezvous {}, job {}: rank {} of {} ({} backend, all_reduce through {})", where,
+               o.job_id, rank_, size_, o.backend, comm_->all_reduce_transport());
   handle_ = services_.api()->Comm_World(services_.new_context("runner-host", "runner"));
 }
 

@@ -1,5 +1,6 @@
 #include "optim/OptimSchema.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <string>
 
@@ -89,8 +90,27 @@ void check_optimizer(const Node& optimizer, std::vector<ConfigError>& errors) {
   }
 }
 
-void check_paramwise(const Node& paramwise, bool has_weight_decay,
+void check_paramwise(const Node& paramwise, bool has_weight_decay, bool layer_decay,
                      std::vector<ConfigError>& errors) {
+  // MMPretrain's LearningRateDecayOptimWrapperConstructor sets each lr from
+  // the layer alone: an lr multiplier would be silently dropped there.
+  if (const Node* rate = paramwise.find("layer_decay_rate"); rate && !layer_decay)
+    add_error(errors, *rate,
+              "layer_decay_rate needs constructor: LearningRateDecayOptimWrapperConstructor "
+              "(optim_wrapper.constructor)");
+  if (layer_decay) {
+    if (const Node* mult = paramwise.find("bias_lr_mult"))
+      add_error(errors, *mult,
+                "LearningRateDecayOptimWrapperConstructor sets every lr from its layer (MMPretrain "
+                "applies no bias_lr_mult there): remove it, or use the default constructor");
+    if (const Node* keys = paramwise.find("custom_keys"); keys && keys->is_map())
+      for (const auto& [key, value] : keys->map_items())
+        if (const Node* mult = value->is_map() ? value->find("lr_mult") : nullptr)
+          add_error(errors, *mult,
+                    "LearningRateDecayOptimWrapperConstructor sets every lr from its layer "
+                    "(MMPretrain applies only decay_mult from custom_keys there): remove lr_mult, "
+                    "or use the default constructor");
+  }
   const std::string needs_wd =
       "needs optimizer.weight_decay to be written out (the multiplier scales it; MMEngine "
       "requires it too)";
@@ -174,6 +194,8 @@ Schema optim_wrapper_schema() {
       {"flat_decay_mult", number(0), false, "weight decay multiplier of other 1-D parameters"},
       {"custom_keys", open_map({}), false,
        "{name substring: {lr_mult, decay_mult}}, the longest matching key wins"},
+      {"layer_decay_rate", number_above(0), false,
+       "LearningRateDecayOptimWrapperConstructor: lr x rate^(layers + 1 - layer id)"},
   });
   const Schema loss_scale = one_of(
       {enumeration({"dynamic"}), number_above(0),
@@ -191,6 +213,11 @@ Schema optim_wrapper_schema() {
        "AmpOptimWrapper: the autocast dtype (default: float16 on a GPU, bfloat16 on the CPU)"},
       {"loss_scale", loss_scale, false, "AmpOptimWrapper: default dynamic"},
       {"optimizer", optimizer, true},
+      {"constructor",
+       enumeration({"DefaultOptimWrapperConstructor", "LearningRateDecayOptimWrapperConstructor"}),
+       false,
+       "how paramwise_cfg makes parameter groups: MMEngine's default, or MMPretrain's layer-wise "
+       "lr decay (vit, gpt, models with blocks.N / layers.N)"},
       {"paramwise_cfg", nullable(paramwise)},
       {"clip_grad", nullable(map({{"max_norm", number_above(0), true},
                                   {"norm_type", number_above(0), false, "default 2; .inf"}}))},
@@ -224,8 +251,11 @@ std::vector<ConfigError> check_optim_wrapper(const Node& optim_wrapper) {
   if (optimizer == nullptr) return errors;
   check_optimizer(*optimizer, errors);
   const Node* paramwise = optim_wrapper.find("paramwise_cfg");
+  const Node* constructor = optim_wrapper.find("constructor");
+  const bool layer_decay =
+      constructor != nullptr && constructor->scalar() == "LearningRateDecayOptimWrapperConstructor";
   if (paramwise != nullptr && paramwise->is_map()) {
-    check_paramwise(*paramwise, optimizer->find("weight_decay") != nullptr, errors);
+    check_paramwise(*paramwise, optimizer->find("weight_decay") != nullptr, layer_decay, errors);
   }
   return errors;
 }
@@ -264,6 +294,46 @@ std::optional<AmpSettings> read_amp_settings(const Node& optim_wrapper) {
   amp.scaler.init_scale = scale->as_double();  // MMEngine: GradScaler(init_scale=x), update(x)
   amp.scaler.dynamic = false;
   return amp;
+}
+
+LayerDepths layer_depths(const std::vector<std::string>& names) {
+  LayerDepths d;
+  // The block index of a name with a "blocks.<i>." or "layers.<i>." segment.
+  auto block_of = [](const std::string& name) -> int64_t {
+    for (const char* word : {"blocks.", "layers."}) {
+      const std::string w(word);
+      for (size_t at = name.find(w); at != std::string::npos; at = name.find(w, at + 1)) {
+        if (at != 0 && name[at - 1] != '.') continue;
+        size_t end = at + w.size();
+        int64_t value = 0;
+        bool digits = false;
+        while (end < name.size() && name[end] >= '0' && name[end] <= '9') {
+          value = value * 10 + (name[end++] - '0');
+          digits = true;
+        }
+        if (digits && end < name.size() && name[end] == '.') return value;
+      }
+    }
+    return -1;
+  };
+  int64_t blocks = 0;
+  bool seen_block = false;
+  std::vector<int64_t> block(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    block[i] = block_of(names[i]);
+    if (block[i] >= 0) blocks = std::max(blocks, block[i] + 1);
+  }
+  d.count = blocks + 2;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (block[i] >= 0) {
+      d.id[names[i]] = block[i] + 1;
+      seen_block = true;
+    } else {
+      d.id[names[i]] = seen_block ? blocks + 1 : 0;  // embeddings before, the rest after
+    }
+  }
+  d.blocks = blocks;
+  return d;
 }
 
 }  // namespace rh::optim

@@ -19,6 +19,7 @@
 //     optimizer: {type: AdamW, lr: 1.0e-3}
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,19 @@ struct AmpSettings {
   std::string type_path, dtype_path;
 };
 std::optional<AmpSettings> read_amp_settings(const config::Node& optim_wrapper);
+
+// MMPretrain's layer depth (LearningRateDecayOptimWrapperConstructor, as its
+// VisionTransformer.get_layer_depth): with L numbered blocks ("blocks.<i>." /
+// "layers.<i>." in the name), a parameter of block i has id i + 1; those
+// registered before the first block (embeddings, cls_token, pos_embed) 0;
+// the rest (final norm, head) L + 1; count = L + 2. `names`: the model's
+// parameters in registration order. blocks 0: the model has none.
+struct LayerDepths {
+  std::map<std::string, int64_t> id;
+  int64_t count = 0;
+  int64_t blocks = 0;
+};
+LayerDepths layer_depths(const std::vector<std::string>& names);
 
 config::Schema optim_wrapper_schema();
 config::Schema param_scheduler_schema();

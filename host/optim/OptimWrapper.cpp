@@ -43,7 +43,8 @@ struct CustomKey {
 
 struct Paramwise {
   std::optional<double> bias_lr_mult, bias_decay_mult, norm_decay_mult, flat_decay_mult;
-  std::vector<CustomKey> custom_keys;  // longest first, then alphabetical (MMEngine's order)
+  std::optional<double> layer_decay_rate;  // LearningRateDecayOptimWrapperConstructor
+  std::vector<CustomKey> custom_keys;      // longest first, then alphabetical (MMEngine's order)
 };
 
 Paramwise read_paramwise(const Node* cfg) {
@@ -53,6 +54,7 @@ Paramwise read_paramwise(const Node* cfg) {
   pw.bias_decay_mult = optional_number(cfg, "bias_decay_mult");
   pw.norm_decay_mult = optional_number(cfg, "norm_decay_mult");
   pw.flat_decay_mult = optional_number(cfg, "flat_decay_mult");
+  pw.layer_decay_rate = optional_number(cfg, "layer_decay_rate");
   if (const Node* keys = cfg->find("custom_keys")) {
     for (const auto& [key, value] : keys->map_items()) {
       pw.custom_keys.push_back(
@@ -87,9 +89,28 @@ struct GroupOptions {
 // scales the lr of biases outside norm layers, and the first configured decay
 // rule of norm -> bias -> flat (1-D) scales the weight decay. Parameters that do
 // not require grad keep the optimizer's options.
-GroupOptions options_for(const OptimParam& p, const Paramwise& pw, const GroupOptions& base) {
+GroupOptions options_for(const OptimParam& p, const Paramwise& pw, const GroupOptions& base,
+                         bool layer_decay) {
   GroupOptions options = base;
-  if (!p.param.requires_grad()) return options;
+  if (!p.is_trainable()) return options;
+  if (layer_decay) {
+    // MMPretrain's LearningRateDecayOptimWrapperConstructor.add_params: the
+    // lr from the layer alone; the decay from the first rule that applies.
+    options.lr = base.lr * std::pow(pw.layer_decay_rate.value_or(1.0),
+                                    static_cast<double>(p.layer_count - 1 - p.layer_id));
+    const auto custom =
+        std::find_if(pw.custom_keys.begin(), pw.custom_keys.end(),
+                     [&](const CustomKey& k) { return p.name.find(k.key) != std::string::npos; });
+    if (custom != pw.custom_keys.end())
+      options.weight_decay = base.weight_decay * custom->decay_mult;
+    else if (p.is_norm && pw.norm_decay_mult)
+      options.weight_decay = base.weight_decay * *pw.norm_decay_mult;
+    else if (is_bias(p.name) && pw.bias_decay_mult)
+      options.weight_decay = base.weight_decay * *pw.bias_decay_mult;
+    else if (p.dims() == 1 && pw.flat_decay_mult)
+      options.weight_decay = base.weight_decay * *pw.flat_decay_mult;
+    return options;
+  }
   for (const CustomKey& custom : pw.custom_keys) {
     if (p.name.find(custom.key) == std::string::npos) continue;
     options.lr = base.lr * custom.lr_mult;
@@ -102,7 +123,7 @@ GroupOptions options_for(const OptimParam& p, const Paramwise& pw, const GroupOp
     options.weight_decay = base.weight_decay * *pw.norm_decay_mult;
   } else if (bias && pw.bias_decay_mult) {
     options.weight_decay = base.weight_decay * *pw.bias_decay_mult;
-  } else if (p.param.dim() == 1 && pw.flat_decay_mult) {
+  } else if (p.dims() == 1 && pw.flat_decay_mult) {
     options.weight_decay = base.weight_decay * *pw.flat_decay_mult;
   }
   return options;
@@ -116,10 +137,10 @@ struct Group {
 // Parameters with identical (lr, weight_decay) share a group; groups in the
 // order their first parameter comes.
 std::vector<Group> build_groups(const std::vector<OptimParam>& params, const Paramwise& pw,
-                                const GroupOptions& base) {
+                                const GroupOptions& base, bool layer_decay) {
   std::vector<Group> groups;
   for (const OptimParam& p : params) {
-    const GroupOptions options = options_for(p, pw, base);
+    const GroupOptions options = options_for(p, pw, base, layer_decay);
     auto found = std::find_if(groups.begin(), groups.end(),
                               [&](const Group& g) { return g.options == options; });
     if (found == groups.end()) found = groups.insert(groups.end(), Group{options, {}});
@@ -282,21 +303,34 @@ OptimWrapper::OptimWrapper(const config::Node& cfg, std::vector<OptimParam> para
   const Node& opt = *cfg.find("optimizer");
   const std::string type = opt.find("type")->scalar();
   const Paramwise paramwise = read_paramwise(cfg.find("paramwise_cfg"));
+  const Node* constructor = cfg.find("constructor");
+  const bool layer_decay =
+      constructor != nullptr && constructor->scalar() == "LearningRateDecayOptimWrapperConstructor";
+  if (layer_decay)
+    for (const OptimParam& p : params_)
+      if (p.is_trainable() && (p.layer_id < 0 || p.layer_id >= p.layer_count))
+        throw config::ConfigError(
+            constructor->location(), constructor->path(),
+            "LearningRateDecayOptimWrapperConstructor: parameter '" + p.name +
+                "' has no layer id (the model has no numbered blocks: blocks.<i> / layers.<i>)");
   if (type == "SGD") {
     torch::optim::SGDOptions defaults(opt.find("lr")->as_double());
     defaults.momentum(number_or(&opt, "momentum", 0));
     defaults.dampening(number_or(&opt, "dampening", 0));
     defaults.weight_decay(number_or(&opt, "weight_decay", 0));
     if (const Node* nesterov = opt.find("nesterov")) defaults.nesterov(nesterov->as_bool());
-    const auto groups = build_groups(params_, paramwise, {defaults.lr(), defaults.weight_decay()});
+    const auto groups =
+        build_groups(params_, paramwise, {defaults.lr(), defaults.weight_decay()}, layer_decay);
     optimizer_ = make_optimizer<torch::optim::SGD>(defaults, groups);
   } else if (type == "Adam") {
     const auto defaults = adam_options<torch::optim::AdamOptions>(opt, 0.0);
-    const auto groups = build_groups(params_, paramwise, {defaults.lr(), defaults.weight_decay()});
+    const auto groups =
+        build_groups(params_, paramwise, {defaults.lr(), defaults.weight_decay()}, layer_decay);
     optimizer_ = make_optimizer<torch::optim::Adam>(defaults, groups);
   } else {  // AdamW (the schema admits no other type)
     const auto defaults = adam_options<torch::optim::AdamWOptions>(opt, 0.01);
-    const auto groups = build_groups(params_, paramwise, {defaults.lr(), defaults.weight_decay()});
+    const auto groups =
+        build_groups(params_, paramwise, {defaults.lr(), defaults.weight_decay()}, layer_decay);
     optimizer_ = make_optimizer<torch::optim::AdamW>(defaults, groups);
   }
   base_lrs_ = lrs();
@@ -323,6 +357,28 @@ OptimWrapper::OptimWrapper(const config::Node& cfg, std::vector<OptimParam> para
 }
 
 OptimWrapper::~OptimWrapper() = default;
+
+std::vector<OptimWrapper::ParamOptions> OptimWrapper::param_options() const {
+  std::vector<ParamOptions> out;
+  for (const OptimParam& p : params_)
+    for (const auto& group : optimizer_->param_groups()) {
+      const auto& members = group.params();
+      if (std::none_of(members.begin(), members.end(),
+                       [&](const at::Tensor& t) { return t.is_same(p.param); }))
+        continue;
+      const auto& o = group.options();
+      double wd = 0;
+      if (const auto* sgd = dynamic_cast<const torch::optim::SGDOptions*>(&o))
+        wd = sgd->weight_decay();
+      if (const auto* adam = dynamic_cast<const torch::optim::AdamOptions*>(&o))
+        wd = adam->weight_decay();
+      if (const auto* adamw = dynamic_cast<const torch::optim::AdamWOptions*>(&o))
+        wd = adamw->weight_decay();
+      out.push_back({p.name, o.get_lr(), wd});
+      break;
+    }
+  return out;
+}
 
 void OptimWrapper::scale_lr(double factor) {
   for (auto& group : optimizer_->param_groups()) {
@@ -479,7 +535,8 @@ std::vector<model::NamedTensor> OptimWrapper::state_tensors(bool copy) const {
   return out;
 }
 
-void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& tensors, bool adopt) {
+void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& tensors, bool adopt,
+                                      const std::set<std::string>& fresh) {
   const OptimizerKind kind = kind_of(*optimizer_);
   const bool amsgrad = amsgrad_of(*optimizer_, kind);
   const std::string what =
@@ -500,6 +557,7 @@ void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& ten
   };
   std::map<std::string, Expected> expected;
   for (const OptimParam& p : params_) {
+    if (fresh.count(p.name) != 0) continue;  // no entry expected: it starts afresh
     if (kind == OptimizerKind::SGD) {
       if (has_momentum(*optimizer_)) expected[p.name + ".momentum_buffer"] = {&p, false, false};
     } else {
@@ -550,6 +608,7 @@ void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& ten
   for (const OptimParam& p : params_) {
     const auto key = compat::optimizer_state_key(state, p.param);
     state.erase(key);
+    if (fresh.count(p.name) != 0) continue;
     switch (kind) {
       case OptimizerKind::Adam:
         state[key] = import_adam<torch::optim::AdamParamState>(p, amsgrad, given, adopt);

@@ -11,7 +11,8 @@
 // checkpoints do not change.
 //
 // paramwise_cfg (MMEngine's DefaultOptimWrapperConstructor): base = the
-// optimizer's lr and weight_decay. For each parameter that requires grad:
+// optimizer's lr and weight_decay. For each trainable parameter (one that
+// requires grad, or a strategy's shard of one: OptimParam::trainable):
 //  - custom_keys: the first key (longest first, then alphabetical) that is a
 //    substring of the name sets lr = base × lr_mult, wd = base × decay_mult
 //    (both default 1) and no other rule applies;
@@ -21,6 +22,10 @@
 //    norm_decay_mult is unset), flat_decay_mult (any other 1-D parameter, and
 //    1-D norm/bias parameters whose own multiplier is unset).
 // Any decay multiplier needs an explicit optimizer.weight_decay (as MMEngine).
+// constructor: LearningRateDecayOptimWrapperConstructor (MMPretrain's): the
+// lr of every trainable parameter is lr x layer_decay_rate^(count - 1 - id)
+// (OptimParam::layer_id / layer_count); custom_keys set only decay_mult
+// there, then norm_decay_mult, bias_decay_mult, flat_decay_mult as above.
 // Parameters with the same (lr, weight_decay) share a param group; groups come
 // in the order of their first parameter.
 //
@@ -34,6 +39,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +66,22 @@ struct OptimParam {
   // shape and the shard's first element in it, flattened; empty: whole.
   std::vector<int64_t> full_shape;
   int64_t full_offset = 0;
+  // Whether paramwise_cfg applies to it (MMEngine: a parameter that does
+  // not require grad keeps the optimizer's options); nullopt: the tensor's
+  // requires_grad. A strategy's tensors (OptimizerParams) are the values of
+  // trainable parameters, held without autograd: true.
+  std::optional<bool> trainable;
+  // LearningRateDecayOptimWrapperConstructor: the parameter's layer id and
+  // the model's layer count (optim::layer_depths); -1 / 0 otherwise.
+  int64_t layer_id = -1;
+  int64_t layer_count = 0;
+
+  bool is_trainable() const { return trainable.value_or(param.requires_grad()); }
+  // The parameter's number of dimensions (flat_decay_mult's "1-D"): the
+  // whole parameter's for a shard, which is a flat piece of it.
+  int64_t dims() const {
+    return full_shape.empty() ? param.dim() : static_cast<int64_t>(full_shape.size());
+  }
 };
 
 class OptimWrapper {
@@ -110,10 +133,21 @@ class OptimWrapper {
   // `adopt`: the tensors are the caller's to give away (nothing else uses
   // them); one already as its state must be (the parameter's device, dtype,
   // shape, contiguous) becomes the state without a copy.
-  void load_state_tensors(const std::vector<model::NamedTensor>& tensors, bool adopt = false);
+  // `fresh`: parameters whose state the tensors do not hold and that start
+  // afresh (none of their entries is required; any given is refused).
+  void load_state_tensors(const std::vector<model::NamedTensor>& tensors, bool adopt = false,
+                          const std::set<std::string>& fresh = {});
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   bool fused() const { return fused_; }
+  // Each parameter's lr and weight decay as its group sets them, in the
+  // order it was given them (the table --print-param-groups shows).
+  struct ParamOptions {
+    std::string name;
+    double lr = 0;
+    double weight_decay = 0;
+  };
+  std::vector<ParamOptions> param_options() const;
 
  private:
   // `fused: true`: the step through PyTorch's fused Adam(W) kernel.

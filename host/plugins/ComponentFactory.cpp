@@ -1,5 +1,7 @@
 #include "plugins/ComponentFactory.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <map>
 
@@ -8,6 +10,7 @@
 #include "plugins/HostApi.hpp"
 #include "plugins/HostError.hpp"
 #include "plugins/PluginCall.hpp"
+#include "plugins/TypeAliases.hpp"
 
 namespace fs = std::filesystem;
 
@@ -175,19 +178,41 @@ const Component& ComponentFactory::resolve(rh_ComponentKind kind, const config::
   if (type_node == nullptr) config_error(spec, "missing required key 'type'");
   const std::string type = type_node->as_string();
   const std::string kind_str = kind_name(kind);
+  // Another tool's name for a type of runner-host's (TypeAliases.hpp): used
+  // only when no plugin provides a type of that very name.
+  const TypeAlias* alias = find_type_alias(kind, type);
+  auto use_alias = [&](const Component& c) -> const Component& {
+    spdlog::info("{} type {} ({} name) is runner-host's {}", kind_str, type, alias->origin,
+                 alias->target);
+    return c;
+  };
+  auto refuse_alias = [&] {
+    config_error(*type_node, kind_str + " type '" + type + "': " + alias->refusal);
+  };
+  auto provided_by_plugin = [&](const Component& c) -> const Component& {
+    if (alias != nullptr)
+      spdlog::info("{} type {}: {} provides it, so it is that plugin's, not {} name for {}",
+                   kind_str, type, c.plugin->path.string(), alias->origin,
+                   alias->target.empty() ? "a refused type" : "runner-host's " + alias->target);
+    return c;
+  };
 
   if (const config::Node* plugin_node = spec.lookup("plugin")) {
     Plugin* plugin = &load_explicit(*plugin_node);
     std::vector<std::string> provided;
+    const Component* target = nullptr;
     for (const Component& c : plugin->components) {
       if (c.kind == kind && c.type_name == type) {
         // Only for its warning when other libraries provide the type too; with
         // an explicit library providing it, find() opens nothing.
         registry_.find(kind, type);
-        return c;
+        return provided_by_plugin(c);
       }
+      if (alias != nullptr && c.kind == kind && c.type_name == alias->target) target = &c;
       provided.push_back(std::string(kind_name(c.kind)) + " '" + c.type_name + "'");
     }
+    if (alias != nullptr && alias->target.empty()) refuse_alias();
+    if (target != nullptr) return use_alias(*target);
     config_error(*type_node, "plugin " + plugin->path.string() + " provides no " + kind_str + " '" +
                                  type + "' (it provides " + join(provided, ", ") + ")");
   }
@@ -198,14 +223,35 @@ const Component& ComponentFactory::resolve(rh_ComponentKind kind, const config::
   } catch (const HostError& e) {
     config_error(*type_node, e.what());
   }
-  if (found != nullptr) return *found;
+  if (found != nullptr) return provided_by_plugin(*found);
+  std::string looked_for = type;
+  if (alias != nullptr) {
+    if (alias->target.empty()) refuse_alias();
+    try {
+      found = registry_.find(kind, alias->target);
+    } catch (const HostError& e) {
+      config_error(*type_node, kind_str + " type '" + type + "' (" + alias->origin +
+                                   " name for runner-host's " + alias->target + "): " + e.what());
+    }
+    if (found != nullptr) return use_alias(*found);
+    looked_for = alias->target;
+  }
   std::vector<std::string> names = registry_.type_names(kind);
-  std::string hint = config::suggest(type, names);
-  std::string message = "no " + kind_str + " plugin provides type '" + type + "'";
-  if (!hint.empty()) message += " (did you mean '" + hint + "'?)";
+  std::vector<std::string> candidates = names;
+  for (const TypeAlias& a : type_aliases())
+    if (a.kind == kind) candidates.push_back(a.name);
+  std::string hint = config::suggest(type, candidates);
+  std::string message = "no " + kind_str + " plugin provides type '" + looked_for + "'";
+  if (alias != nullptr)
+    message += " (the type of " + type + ", " + alias->origin + " name for it)";
+  else if (!hint.empty())
+    message += " (did you mean '" + hint + "'?)";
   message += "; available: " + (names.empty() ? std::string("none") : join(names, ", "));
-  message += "; the search path finds a library by its file name, " + plugin_file_name(kind, type) +
-             " (or name the library with plugin:); " + describe_search(registry_);
+  if (const std::string aliases = describe_type_aliases(kind); !aliases.empty())
+    message += "; " + aliases;
+  message += "; the search path finds a library by its file name, " +
+             plugin_file_name(kind, looked_for) + " (or name the library with plugin:); " +
+             describe_search(registry_);
   config_error(*type_node, message);
 }
 

@@ -1,8 +1,10 @@
 // Creates component instances from their job-file subtrees (`strategy:`,
 // each item of `hooks:`, `checkpoint_io:`): finds the plugin (an explicit
-// `plugin:` path, else the registry's search by file name), runs its Init
-// once, calls Create, and
-// reports every key of the subtree the component never looked up.
+// `plugin:` path, else the registry's search by file name; a type no plugin
+// provides that is another tool's name for one of runner-host's, such as
+// MMEngine's DeepSpeedStrategy for zero, is read as that type: TypeAliases.hpp),
+// runs its Init once, calls Create, and reports every key of the subtree the
+// component never looked up.
 #pragma once
 
 #include <filesystem>

@@ -229,8 +229,9 @@ TEST_F(CheckpointStoreTest, WithoutRenameExchangeTheReplacementStillWorks) {
 }
 
 // The documented fallback's window: killed between its two renames, no
-// "last" exists, resume takes the newest other valid checkpoint, and the
-// next save of "last" removes the moved-aside one.
+// "last" exists, only the moved-aside previous one. Resume puts it back
+// (the only copy of a published checkpoint; it used to stay hidden, and the
+// next save of "last" deleted it) and takes what `latest` names.
 TEST_F(CheckpointStoreTest, WithoutRenameExchangeAKillBetweenTheRenamesLeavesAResumableWorkDir) {
   save("last", 1, 10);
   save("epoch_1", 5, 5);
@@ -254,8 +255,202 @@ TEST_F(CheckpointStoreTest, WithoutRenameExchangeAKillBetweenTheRenamesLeavesARe
   ASSERT_TRUE(resumable.has_value());
   EXPECT_EQ(*resumable, work() / "epoch_1");
   EXPECT_TRUE(skipped.empty()) << skipped.front();
+  ASSERT_EQ(store_->verify(work() / "last"), "");
+  EXPECT_EQ(value_of(work() / "last"), 1);  // the previous one, back
   save("last", 3, 30);
+  EXPECT_EQ(value_of(work() / "last"), 3);
   EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_1", "last", "latest"}));
+}
+
+// Without RENAME_EXCHANGE, the new one's rename fails: the previous one is
+// put back and the save fails saying so.
+TEST_F(CheckpointStoreTest, WithoutRenameExchangeAFailedRenamePutsThePreviousOneBack) {
+  save("last", 1, 10);
+  setenv("RH_FAULT_INJECT", "ckpt_no_exchange,ckpt_rename:fail", 1);
+  try {
+    save("last", 2, 20);
+    FAIL() << "the save should have failed";
+  } catch (const host::HostError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot publish checkpoint " + (work() / "last").string() +
+                                    " (the previous one is back in its place): "));
+  }
+  unsetenv("RH_FAULT_INJECT");
+  EXPECT_EQ(value_of(work() / "last"), 1);
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"last", "latest"}));
+}
+
+// ... and putting the previous one back fails too: it stays at its
+// temporary name, the only copy of a published checkpoint. The error says
+// where; the next save (of another name here) puts it back instead of
+// deleting it, and so does resume (next test).
+TEST_F(CheckpointStoreTest, WithoutRenameExchangeAFailedRollbackKeepsThePreviousCheckpoint) {
+  save("last", 1, 10);
+  save("epoch_1", 5, 5);
+  LogCapture log;
+  setenv("RH_FAULT_INJECT", "ckpt_no_exchange,ckpt_rename:fail,ckpt_rollback:fail", 1);
+  std::string message;
+  try {
+    save("last", 2, 20);
+    FAIL() << "the save should have failed";
+  } catch (const host::HostError& e) {
+    message = e.what();
+  }
+  unsetenv("RH_FAULT_INJECT");
+  const std::vector<std::string> after = names_in(work());
+  ASSERT_EQ(after.size(), 3u) << ::testing::PrintToString(after);
+  const std::string aside = after[1];  // epoch_1, last.tmp-<pid>-<n>-old, latest
+  EXPECT_EQ(aside.rfind("last.tmp-" + std::to_string(::getpid()) + "-", 0), 0u) << aside;
+  EXPECT_THAT(aside, ::testing::EndsWith("-old"));
+  EXPECT_THAT(message, HasSubstr("cannot publish checkpoint " + (work() / "last").string() +
+                                 ": cannot rename "));
+  EXPECT_THAT(message, HasSubstr("; and the previous checkpoint 'last', moved aside to " +
+                                 (work() / aside).string() + ", cannot be put back: "));
+  EXPECT_THAT(message, HasSubstr("It is kept there, not removed: the next save or resume: auto "
+                                 "puts it back"));
+  EXPECT_EQ(value_of(work() / aside), 1);
+
+  save("epoch_2", 3, 30);
+  EXPECT_THAT(log.text(),
+              HasSubstr("put checkpoint 'last' back from " + (work() / aside).string()));
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_1", "epoch_2", "last", "latest"}));
+  EXPECT_EQ(store_->verify(work() / "last"), "");
+  EXPECT_EQ(value_of(work() / "last"), 1);
+  save("last", 4, 40);  // and it is replaced as any checkpoint is
+  EXPECT_EQ(value_of(work() / "last"), 4);
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_1", "epoch_2", "last", "latest"}));
+}
+
+TEST_F(CheckpointStoreTest, WithoutRenameExchangeAFailedRollbackIsPutBackByResume) {
+  save("epoch_1", 5, 5);
+  save("last", 1, 10);  // `latest` names it
+  setenv("RH_FAULT_INJECT", "ckpt_no_exchange,ckpt_rename:fail,ckpt_rollback:fail", 1);
+  EXPECT_THROW(save("last", 2, 20), host::HostError);
+  unsetenv("RH_FAULT_INJECT");
+  EXPECT_FALSE(fs::exists(work() / "last"));
+  std::vector<std::string> skipped;
+  auto resumable = store_->find_resumable(&skipped);
+  ASSERT_TRUE(resumable.has_value());
+  EXPECT_EQ(*resumable, work() / "last");
+  EXPECT_TRUE(skipped.empty()) << skipped.front();
+  EXPECT_EQ(value_of(work() / "last"), 1);
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_1", "last", "latest"}));
+}
+
+// A moved-aside checkpoint of a live other process (its save in flight) is
+// neither put back nor removed.
+TEST_F(CheckpointStoreTest, AMovedAsideCheckpointOfALiveProcessIsLeftAlone) {
+  save("last", 1, 10);
+  fs::rename(work() / "last", work() / "last.tmp-1-0-old");  // pid 1 always runs
+  std::vector<std::string> skipped;
+  auto resumable = store_->find_resumable(&skipped);
+  EXPECT_FALSE(resumable.has_value());
+  save("last", 2, 20);
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"last", "last.tmp-1-0-old", "latest"}));
+}
+
+// Once the new checkpoint has its name, the save is done: a `latest` that
+// cannot be replaced is a warning saying so, and the `latest` naming the
+// older checkpoint is removed so that resume takes the newest one.
+TEST_F(CheckpointStoreTest, ALatestThatCannotBeReplacedIsAWarningAndResumeTakesTheNewCheckpoint) {
+  save("epoch_1", 1, 10);
+  LogCapture log;
+  setenv("RH_FAULT_INJECT", "ckpt_latest:fail", 1);
+  EXPECT_EQ(store_->save("epoch_2", {{"model", &model_dict(2)}}, meta_of(20)), work() / "epoch_2");
+  unsetenv("RH_FAULT_INJECT");
+  EXPECT_THAT(
+      log.text(),
+      HasSubstr("[warning] checkpoint 'epoch_2' is published (" + (work() / "epoch_2").string() +
+                "), but `latest` cannot name it: cannot "
+                "rename " +
+                (work() / "latest.tmp").string() + " to " + (work() / "latest").string() +
+                ": Input/output error. `latest`, which "
+                "named 'epoch_1', is removed, so that resume: auto takes the newest valid "
+                "checkpoint by iteration rather than that one. The save counts as done; "
+                "the run goes on"));
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_1", "epoch_2"}));
+  EXPECT_EQ(store_->verify(work() / "epoch_2"), "");
+  std::vector<std::string> skipped;
+  auto resumable = store_->find_resumable(&skipped);
+  ASSERT_TRUE(resumable.has_value());
+  EXPECT_EQ(*resumable, work() / "epoch_2");
+  EXPECT_TRUE(skipped.empty()) << skipped.front();
+  save("epoch_3", 3, 30);  // the next save points `latest` again
+  EXPECT_EQ(store_->latest(), "epoch_3");
+}
+
+// ... and when that `latest` cannot be removed either, the warning says
+// what resume: auto would take and how to take the new one.
+TEST_F(CheckpointStoreTest, AStaleLatestThatCannotBeRemovedIsNamedInTheWarning) {
+  save("epoch_1", 1, 10);
+  LogCapture log;
+  setenv("RH_FAULT_INJECT", "ckpt_latest:fail,ckpt_latest_remove:fail", 1);
+  save("epoch_2", 2, 20);
+  unsetenv("RH_FAULT_INJECT");
+  EXPECT_THAT(log.text(),
+              HasSubstr("checkpoint 'epoch_2' is published (" + (work() / "epoch_2").string() +
+                        "), but `latest` still names 'epoch_1': cannot rename "));
+  EXPECT_THAT(log.text(), HasSubstr("and it cannot be removed either: Input/output error. "
+                                    "resume: auto would continue from 'epoch_1' until a later "
+                                    "save updates `latest`; to continue from this checkpoint "
+                                    "write 'epoch_2' into " +
+                                    (work() / "latest").string() +
+                                    " or set resume: " + (work() / "epoch_2").string()));
+  EXPECT_EQ(store_->latest(), "epoch_1");
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"epoch_1", "epoch_2", "latest"}));
+}
+
+// Replacing the checkpoint `latest` already names: nothing to say but that.
+TEST_F(CheckpointStoreTest, ALatestThatAlreadyNamesTheCheckpointStaysAsItIs) {
+  save("last", 1, 10);
+  LogCapture log;
+  setenv("RH_FAULT_INJECT", "ckpt_latest:fail", 1);
+  save("last", 2, 20);
+  unsetenv("RH_FAULT_INJECT");
+  EXPECT_THAT(log.text(),
+              HasSubstr("checkpoint 'last' is published (" + (work() / "last").string() +
+                        ") and `latest` already names it; rewriting it failed"));
+  EXPECT_EQ(value_of(work() / "last"), 2);
+  EXPECT_EQ(store_->latest(), "last");
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"last", "latest"}));
+}
+
+// A real failure of the same kind: `latest` is a directory (someone made
+// one), which rename(2) cannot replace and resume never follows.
+TEST_F(CheckpointStoreTest, ALatestThatIsADirectoryDoesNotFailTheSave) {
+  save("epoch_1", 1, 10);
+  fs::remove(work() / "latest");
+  fs::create_directories(work() / "latest" / "notes");
+  LogCapture log;
+  save("epoch_2", 2, 20);
+  EXPECT_THAT(log.text(),
+              HasSubstr("checkpoint 'epoch_2' is published (" + (work() / "epoch_2").string() +
+                        "), but `latest` cannot name it: cannot rename "));
+  EXPECT_THAT(log.text(), HasSubstr("It names no checkpoint (it is not a file, or its content "
+                                    "is not a checkpoint name), so resume: auto ignores it and "
+                                    "takes the newest valid checkpoint by iteration"));
+  EXPECT_FALSE(fs::exists(work() / "latest.tmp"));
+  auto resumable = store_->find_resumable(nullptr);
+  ASSERT_TRUE(resumable.has_value());
+  EXPECT_EQ(*resumable, work() / "epoch_2");
+}
+
+// The fsync of work_dir after the renames fails: published, `latest` names
+// it, the replaced one is gone; a warning says the renames may not be
+// durable.
+TEST_F(CheckpointStoreTest, AWorkDirThatCannotBeFsyncedIsAWarning) {
+  save("last", 1, 10);
+  LogCapture log;
+  setenv("RH_FAULT_INJECT", "ckpt_fsync_work_dir:fail", 1);
+  save("last", 2, 20);
+  unsetenv("RH_FAULT_INJECT");
+  EXPECT_THAT(log.text(),
+              HasSubstr("[warning] checkpoint 'last' is published (" + (work() / "last").string() +
+                        "), but cannot fsync " + work().string() +
+                        ": Input/output error: the renames that "
+                        "published it may not survive a crash of the machine"));
+  EXPECT_EQ(value_of(work() / "last"), 2);
+  EXPECT_EQ(store_->latest(), "last");
+  EXPECT_EQ(names_in(work()), (std::vector<std::string>{"last", "latest"}));
 }
 
 TEST_F(CheckpointStoreTest, LeftoversOfAKilledSaveAreNeverResumedAndTheNextSaveRemovesThem) {

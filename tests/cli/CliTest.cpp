@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "common/TestUtil.hpp"
 #include "rh/rh_abi.h"
 
@@ -154,6 +157,21 @@ TEST_F(CliTest, DefaultStrategyIsSingleAndShownInPrintConfig) {
   auto dry = run_job("model: {type: mlp, in_features: 4, num_classes: 2}\n", "--dry-run");
   EXPECT_EQ(dry.exit_code, 0) << dry.output;
   EXPECT_THAT(dry.output, HasSubstr("strategy single, 0 hook(s)"));
+}
+
+// Issue 31, item 3: val_cfg.type / test_cfg.type name MMEngine's ValLoop /
+// TestLoop, which runner-host runs; any other loop is refused (exit 2, the
+// key and its place named) instead of being run as a ValLoop.
+TEST_F(CliTest, LoopTypesOtherThanValLoopAndTestLoopAreRefused) {
+  auto ok =
+      run_job(kValidJob + "val_cfg: {type: ValLoop}\ntest_cfg: {type: TestLoop}\n", "--dry-run");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_INVALID(run_job(kValidJob + "val_cfg: {type: MultiValLoop}\n", "--dry-run"),
+                 "job.yaml:6:17: val_cfg.type: 'MultiValLoop' is not a loop runner-host runs: it "
+                 "runs MMEngine's ValLoop");
+  EXPECT_INVALID(run_job(kValidJob, "--dry-run --set test_cfg.type=MultiTestLoop"),
+                 "test_cfg.type: 'MultiTestLoop' is not a loop runner-host runs: it runs "
+                 "MMEngine's TestLoop");
 }
 
 TEST_F(CliTest, BadLogLevel) {
@@ -376,6 +394,40 @@ TEST_F(CliTest, ListPluginsRefusesARelativeEntryWithoutAJobFile) {
   auto r = run("--list-plugins --config job.yaml --plugin-path .");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--plugin-path   " + dir.path().string() + "\n"));
+}
+
+// MMEngine's strategy names through the binary (issue 31, item 2): each is
+// runner-host's strategy, said in one log line; ColossalAIStrategy is
+// refused (exit 2) saying what to use instead; --list-plugins lists them.
+// Before: "no strategy plugin provides type 'DDPStrategy'".
+TEST_F(CliTest, MmenginesStrategyNamesAreRunnerHostsStrategies) {
+  for (const auto& [name, type, keys] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"SingleDeviceStrategy", "single", ""},
+           {"DDPStrategy", "ddp", ""},
+           {"DeepSpeedStrategy", "zero", ", zero_optimization: {stage: 2}"},
+           {"FSDPStrategy", "fsdp", ""}}) {
+    std::string job = kValidJob;
+    job.replace(job.find("{type: single}"), 14, "{type: " + name + keys + "}");
+    auto r = run_job(job, "--dry-run");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output,
+                HasSubstr("strategy type " + name + " (MMEngine's name) is runner-host's " + type));
+    EXPECT_THAT(r.output, HasSubstr("dry run: the job is valid; strategy " + type + ","));
+  }
+  std::string colossal = kValidJob;
+  colossal.replace(colossal.find("{type: single}"), 14, "{type: ColossalAIStrategy}");
+  EXPECT_INVALID(run_job(colossal, "--dry-run"),
+                 "job.yaml:3:18: strategy.type: strategy type 'ColossalAIStrategy': MMEngine's "
+                 "ColossalAIStrategy trains through Colossal-AI");
+  EXPECT_INVALID(run_job(colossal, "--dry-run"),
+                 "runner-host has no Colossal-AI: use zero (ZeRO stages 1-3, MMEngine's "
+                 "DeepSpeedStrategy) or fsdp (MMEngine's FSDPStrategy) instead");
+  auto list = run("--list-plugins");
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_THAT(list.output, ::testing::ContainsRegex(
+                               "strategy +DeepSpeedStrategy +-> zero \\(MMEngine's name\\)"));
+  EXPECT_THAT(list.output, ::testing::ContainsRegex("strategy +ColossalAIStrategy +refused: "));
 }
 
 }  // namespace

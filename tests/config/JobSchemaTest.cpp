@@ -132,5 +132,52 @@ TEST(JobSchemaTest, SubtreesOfTheWrongKind) {
                       "job.yaml:4:10: val_cfg: expected a map, got '3'"}));
 }
 
+// Issue 31, item 3: val_cfg.type and test_cfg.type are honoured as MMEngine
+// means them (ValLoop and TestLoop are the loops runner-host runs) and any
+// other loop is refused, naming the key, rather than run as a ValLoop.
+Messages check_job(const std::string& text) {
+  return messages(validate_job(*parse_yaml(text, "job.yaml")));
+}
+
+TEST(JobSchemaTest, ValAndTestLoopTypesAreMmEnginesOrRefused) {
+  const std::string model = "model: {type: mlp, in_features: 4, num_classes: 2}\n";
+  EXPECT_EQ(check_job(model + "val_cfg: {type: ValLoop}\ntest_cfg: {type: TestLoop}\n"),
+            Messages{});
+  EXPECT_EQ(check_job(model + "val_cfg: {type: mmengine.ValLoop}\ntest_cfg: {}\n"), Messages{});
+  EXPECT_EQ(check_job(model + "val_cfg:\ntest_cfg:\n"), Messages{});
+  EXPECT_EQ(
+      check_job(model + "val_cfg: {type: MultiValLoop}\n"),
+      Messages{"job.yaml:2:17: val_cfg.type: 'MultiValLoop' is not a loop runner-host runs: it "
+               "runs MMEngine's ValLoop (data.val, evaluated every train_cfg.val_interval and by "
+               "--mode val) and no other; write type: ValLoop or leave the key out"});
+  EXPECT_EQ(check_job(model + "test_cfg: {type: ValLoop}\n"),
+            Messages{"job.yaml:2:18: test_cfg.type: 'ValLoop' is not a loop runner-host runs: it "
+                     "runs MMEngine's TestLoop (data.test, evaluated by --mode test) and no "
+                     "other; write type: TestLoop or leave the key out"});
+  EXPECT_EQ(check_job(model + "val_cfg: {type: valloop}\n"),
+            Messages{"job.yaml:2:17: val_cfg.type: 'valloop' is not a loop runner-host runs: it "
+                     "runs MMEngine's ValLoop (data.val, evaluated every train_cfg.val_interval "
+                     "and by --mode val) and no other (did you mean 'ValLoop'?); write type: "
+                     "ValLoop or leave the key out"});
+}
+
+// val_cfg / test_cfg null beside data.val / data.test would be ignored
+// (the loop runs whenever the split is there): refused, as MMEngine
+// refuses the pair.
+TEST(JobSchemaTest, ALoopSetToNullBesideItsDataIsRefused) {
+  const std::string model = "model: {type: mlp, in_features: 4, num_classes: 2}\n";
+  const std::string val_data =
+      "data:\n  val: {dataset: {type: synthetic_classification, num_samples: 8, num_features: 4, "
+      "num_classes: 2}, batch_size: 4}\n";
+  const Messages refused = check_job(model + val_data + "val_cfg:\n");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].find("val_cfg: val_cfg: null beside data.val: runner-host runs the loop "
+                            "whenever data.val is there"),
+            std::string::npos)
+      << refused[0];
+  EXPECT_EQ(check_job(model + val_data + "val_cfg: {type: ValLoop}\n"), Messages{});
+  EXPECT_EQ(check_job(model + "val_cfg:\ntest_cfg:\n"), Messages{});  // no data: nothing to run
+}
+
 }  // namespace
 }  // namespace rh::config

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -16,6 +17,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -426,6 +429,306 @@ TEST(DistributedSingleProcessTest, DdpRunsInOneProcessWithoutALauncher) {
       quote(RH_RUNNER_HOST) + " --config one.yaml");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("strategy ddp on cpu, seed 3, rank 0 of 1"));
+}
+
+// ---- Issue 31, items 8 and 3: jobs side by side on one machine, and the
+// job's own dist.master_addr / dist.master_port.
+
+// A tiny ddp job (2 iterations of 8 samples per rank); `dist` is added to
+// its dist map.
+std::string tiny_job(const std::string& dist = "") {
+  return "seed: 1\n"
+         "model: {type: mlp, in_features: 4, hidden: [8], num_classes: 2}\n"
+         "data:\n"
+         "  train: {dataset: {type: synthetic_classification, num_samples: 32, num_features: 4, "
+         "num_classes: 2}, batch_size: 8, num_workers: 0}\n"
+         "optim_wrapper: {optimizer: {type: SGD, lr: 0.1}}\n"
+         "train_cfg: {by_epoch: false, max_iters: 2}\n"
+         "strategy: {type: ddp}\n"
+         "hooks: []\n"
+         "dist: {timeout_s: 60" +
+         dist + "}\n";
+}
+
+// What the tests below take away from the test's own environment: no port,
+// no address, no job id, no launcher or torchrun variables.
+const std::string kCleanEnv =
+    "env -u RH_PLUGIN_PATH -u MASTER_ADDR -u MASTER_PORT -u RH_JOB_ID -u RH_LAUNCHED -u RANK "
+    "-u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u GROUP_RANK -u TORCHELASTIC_RUN_ID "
+    "-u TORCHELASTIC_USE_AGENT_STORE ";
+
+// Runs `command` in `dir` in the background, its output to `log`; returns its pid.
+pid_t spawn_shell(const fs::path& dir, const std::string& command, const fs::path& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    std::string cmd =
+        "cd " + quote(dir.string()) + " && exec " + command + " > " + quote(log.string()) + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The exit code of our child `pid` (-1 when killed by a signal).
+int exit_code_of(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Whether something listens on 127.0.0.1:port within `seconds`.
+bool listening_within(int port, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// 4 two-rank jobs started at once on this machine, no port given anywhere,
+// 10 rounds: every job succeeds, each at its own port. (With the old fixed
+// default port 29500, 22 of 24 such jobs failed: a bind error on rank 0, or
+// rank 1 joining the other job's store.)
+TEST_F(DistributedTest, ConcurrentJobsOnOneMachineNeverCollide) {
+  constexpr int kJobs = 4;
+  constexpr int kRounds = 10;
+  for (int j = 0; j < kJobs; ++j)
+    dir.write("c" + std::to_string(j) + ".yaml",
+              "work_dir: " + (dir / ("c" + std::to_string(j))).string() + "\n" + tiny_job());
+  int failures = 0;
+  std::string failed_logs;
+  const std::regex at_re("\\[rank 0\\] .*rendezvous at 127\\.0\\.0\\.1:([0-9]+) \\(");
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<pid_t> pids;
+    for (int j = 0; j < kJobs; ++j)
+      pids.push_back(spawn_shell(dir.path(),
+                                 kCleanEnv + quote(RH_RUNNER_HOST) + " --config c" +
+                                     std::to_string(j) + ".yaml --nproc-per-node 2",
+                                 dir / ("c" + std::to_string(j) + ".log")));
+    std::set<std::string> ports;
+    for (int j = 0; j < kJobs; ++j) {
+      const int code = exit_code_of(pids[static_cast<size_t>(j)]);
+      const std::string log = rh::test::read_file(dir / ("c" + std::to_string(j) + ".log"));
+      std::smatch m;
+      if (std::regex_search(log, m, at_re)) ports.insert(m[1].str());
+      if (code != 0) {
+        ++failures;
+        failed_logs += "round " + std::to_string(round) + ", job " + std::to_string(j) +
+                       " exited with " + std::to_string(code) + ":\n" + log + "\n";
+      } else {
+        EXPECT_THAT(log, HasSubstr("port from the launcher, which picked a free port)")) << log;
+      }
+    }
+    EXPECT_EQ(ports.size(), static_cast<size_t>(kJobs))
+        << "round " << round << ": jobs shared a port";
+  }
+  EXPECT_EQ(failures, 0) << failures << " of " << kJobs * kRounds << " jobs failed\n"
+                         << failed_logs;
+}
+
+// A rank that reaches the store of another job (two jobs given one port)
+// stops with a message naming both jobs instead of joining; the other job
+// goes on undisturbed.
+TEST_F(DistributedTest, ARankThatReachesAnotherJobsStoreStopsNamingBothJobs) {
+  dir.write("a.yaml", "work_dir: " + (dir / "a").string() + "\n" + tiny_job());
+  dir.write("b.yaml", "work_dir: " + (dir / "b").string() + "\n" + tiny_job());
+  const int port = free_port();
+  const std::string common = kCleanEnv +
+                             "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                             " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ";
+  const std::string exe = quote(RH_RUNNER_HOST);
+  const pid_t a0 = spawn_shell(
+      dir.path(),
+      common + "RANK=0 LOCAL_RANK=0 RH_JOB_ID=aaaaaaaaaaaaaaaa " + exe + " --config a.yaml",
+      dir / "a0.log");
+  ASSERT_TRUE(listening_within(port, 60)) << rh::test::read_file(dir / "a0.log");
+  auto b1 = rh::test::run_command("cd " + quote(dir.path().string()) + " && " + common +
+                                  "RANK=1 LOCAL_RANK=1 RH_JOB_ID=bbbbbbbbbbbbbbbb " + exe +
+                                  " --config b.yaml");
+  EXPECT_NE(b1.exit_code, 0) << b1.output;
+  EXPECT_THAT(b1.output, HasSubstr("rank 1 of 2 of job bbbbbbbbbbbbbbbb (RH_JOB_ID; config "))
+      << b1.output;
+  EXPECT_THAT(b1.output, HasSubstr("b.yaml) reached the rendezvous store at 127.0.0.1:" +
+                                   std::to_string(port) +
+                                   " of another job: job aaaaaaaaaaaaaaaa (RH_JOB_ID; config "));
+  EXPECT_THAT(b1.output, HasSubstr("a.yaml) (its rank 0 is pid "));
+  EXPECT_THAT(b1.output, HasSubstr("It stops instead of joining that job. The two jobs were "
+                                   "given the same port (this one's from MASTER_PORT)"));
+  EXPECT_THAT(b1.output, HasSubstr("--master-port PORT"));
+  // Job a was not disturbed: its own rank 1 joins, and both train to the end.
+  auto a1 = rh::test::run_command("cd " + quote(dir.path().string()) + " && " + common +
+                                  "RANK=1 LOCAL_RANK=1 RH_JOB_ID=aaaaaaaaaaaaaaaa " + exe +
+                                  " --config a.yaml");
+  EXPECT_EQ(a1.exit_code, 0) << a1.output;
+  EXPECT_EQ(exit_code_of(a0), 0) << rh::test::read_file(dir / "a0.log");
+  // Ids derived from what torchrun's ranks share: another run id is another job.
+  const int port2 = free_port();
+  const std::string torchrun = kCleanEnv +
+                               "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port2) +
+                               " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 TORCHELASTIC_RESTART_COUNT=0 ";
+  const pid_t c0 = spawn_shell(
+      dir.path(),
+      torchrun + "RANK=0 LOCAL_RANK=0 TORCHELASTIC_RUN_ID=run-c " + exe + " --config a.yaml",
+      dir / "c0.log");
+  ASSERT_TRUE(listening_within(port2, 60)) << rh::test::read_file(dir / "c0.log");
+  auto d1 = rh::test::run_command("cd " + quote(dir.path().string()) + " && " + torchrun +
+                                  "RANK=1 LOCAL_RANK=1 TORCHELASTIC_RUN_ID=run-d " + exe +
+                                  " --config b.yaml");
+  EXPECT_NE(d1.exit_code, 0) << d1.output;
+  EXPECT_THAT(d1.output, HasSubstr("(torchrun run run-d, restart 0, rendezvous at 127.0.0.1:" +
+                                   std::to_string(port2) + ", 2 ranks; config "))
+      << d1.output;
+  EXPECT_THAT(d1.output, HasSubstr("of another job: job "));
+  EXPECT_THAT(d1.output, HasSubstr("(torchrun run run-c, restart 0, rendezvous at"));
+  // c's own rank 1 never comes: stop it.
+  ::kill(-c0, SIGKILL);
+  exit_code_of(c0);
+  // Ranks started by hand with nothing but one MASTER_ADDR:MASTER_PORT to
+  // share: two such jobs get one id. A rank's place is claimed once: the
+  // second process to claim it stops instead of mixing into the other job.
+  dir.write("long.yaml",
+            "work_dir: " + (dir / "long").string() + "\n" +
+                std::regex_replace(tiny_job(), std::regex("max_iters: 2"), "max_iters: 1000000"));
+  const int port3 = free_port();
+  const std::string hand = kCleanEnv +
+                           "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port3) +
+                           " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ";
+  const pid_t e0 = spawn_shell(
+      dir.path(), hand + "RANK=0 LOCAL_RANK=0 " + exe + " --config long.yaml", dir / "e0.log");
+  ASSERT_TRUE(listening_within(port3, 60)) << rh::test::read_file(dir / "e0.log");
+  const pid_t e1 = spawn_shell(
+      dir.path(), hand + "RANK=1 LOCAL_RANK=1 " + exe + " --config long.yaml", dir / "e1.log");
+  // e1 took rank 1's place once training runs.
+  for (int i = 0; i < 600 && !fs::exists(dir / "long/metrics.jsonl") &&
+                  rh::test::read_file(dir / "e0.log").find("rendezvous at") == std::string::npos;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto f1 = rh::test::run_command("cd " + quote(dir.path().string()) + " && " + hand +
+                                  "RANK=1 LOCAL_RANK=1 " + exe + " --config b.yaml");
+  ::kill(-e0, SIGKILL);
+  ::kill(-e1, SIGKILL);
+  exit_code_of(e0);
+  exit_code_of(e1);
+  EXPECT_NE(f1.exit_code, 0) << f1.output;
+  EXPECT_THAT(f1.output, HasSubstr("rank 1 of 2 of job "));
+  EXPECT_THAT(f1.output, HasSubstr("found its place in the rendezvous store at 127.0.0.1:" +
+                                   std::to_string(port3) +
+                                   " taken: another process joined as rank 1 of 2 already"))
+      << f1.output;
+}
+
+// torchrun's default (static) rendezvous: its agent hosts the store at
+// MASTER_ADDR:MASTER_PORT and tells the workers so
+// (TORCHELASTIC_USE_AGENT_STORE=True); rank 0 must join it as a client, not
+// try to host a store on the agent's port. Debian's torchrun 1.13 cannot
+// start workers under Python 3.11, so a stand-in does what its agent does:
+// a multi-tenant TCPStore at the port, and 2 ranks with torchrun's variables.
+TEST_F(DistributedTest, UnderTorchrunsAgentStoreEveryRankJoinsItAsAClient) {
+  if (rh::test::run_command("/usr/bin/python3 -c 'import torch'").exit_code != 0)
+    GTEST_SKIP() << "needs /usr/bin/python3 with torch (python3-torch) for torchrun's store";
+  dir.write("t.yaml", "work_dir: " + (dir / "t").string() + "\n" + tiny_job());
+  dir.write(
+      "agent.py",
+      "import datetime, os, subprocess, sys\n"
+      "from torch.distributed import TCPStore\n"
+      "port = int(sys.argv[1])\n"
+      "store = TCPStore('127.0.0.1', port, 1, True, datetime.timedelta(seconds=60),\n"
+      "                 multi_tenant=True)\n"
+      "env = dict(os.environ, MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port),\n"
+      "           WORLD_SIZE='2', LOCAL_WORLD_SIZE='2', TORCHELASTIC_RUN_ID='none',\n"
+      "           TORCHELASTIC_RESTART_COUNT='0', TORCHELASTIC_USE_AGENT_STORE='True')\n"
+      "ranks = [subprocess.Popen(sys.argv[2:], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))\n"
+      "         for r in range(2)]\n"
+      "print('exit codes', [p.wait() for p in ranks], flush=True)\n");
+  auto r = rh::test::run_command("cd " + quote(dir.path().string()) + " && " + kCleanEnv +
+                                 "/usr/bin/python3 agent.py " + std::to_string(free_port()) + " " +
+                                 quote(RH_RUNNER_HOST) + " --config t.yaml");
+  EXPECT_THAT(r.output, HasSubstr("exit codes [0, 0]")) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("port from MASTER_PORT; the store is torchrun's agent's)"))
+      << r.output;
+}
+
+// A port that something listens on already stops rank 0 with a message
+// saying so, where the port came from, and naming --master-port.
+TEST_F(DistributedTest, ATakenPortStopsRankZeroNamingMasterPort) {
+  dir.write("t.yaml", "work_dir: " + (dir / "t").string() + "\n" + tiny_job());
+  const int other = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(other, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(other, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(other, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  auto r =
+      rh::test::run_command("cd " + quote(dir.path().string()) + " && " + kCleanEnv +
+                            "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " WORLD_SIZE=2 RANK=0 " +
+                            quote(RH_RUNNER_HOST) + " --config t.yaml");
+  ::close(other);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("rendezvous at 127.0.0.1:" + port + " failed on rank 0: port " + port +
+                        " is taken (the port came from MASTER_PORT): another job's "
+                        "rendezvous store, or another program, listens on it"))
+      << r.output;
+  EXPECT_THAT(r.output, HasSubstr("Give this job a port of its own with --master-port PORT"));
+}
+
+// The job's dist.master_addr and dist.master_port are where the ranks meet
+// when the environment gives no MASTER_ADDR/MASTER_PORT (a hand-made env://,
+// the built-in launcher with no flag); MASTER_PORT wins over them. The log
+// says which was used.
+TEST_F(DistributedTest, TheJobsMasterAddrAndPortAreUsedAndTheLogSaysWhich) {
+  const int port = free_port();
+  const std::string dist = ", master_addr: 127.0.0.1, master_port: " + std::to_string(port);
+  dir.write("k.yaml", "work_dir: " + (dir / "k").string() + "\n" + tiny_job(dist));
+  const std::string file = (dir / "k.yaml").string();
+  const std::string exe = quote(RH_RUNNER_HOST) + " --config " + quote(file);
+  auto by_hand = [&](const std::string& extra_env) {
+    const std::string common = kCleanEnv + extra_env + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ";
+    return rh::test::run_command(
+        "cd " + quote(dir.path().string()) + " && { (" + common + "RANK=1 LOCAL_RANK=1 " + exe +
+        " > rank1.log 2>&1; echo rank1=$? >> rank1.log) & " + common + "RANK=0 LOCAL_RANK=0 " +
+        exe + "; echo rank0=$?; wait; cat rank1.log; }");
+  };
+  // The dist line is the job file's 10th (work_dir, then tiny_job's lines).
+  const std::string dist_line = "dist: {timeout_s: 60" + dist + "}";
+  const std::string addr_at = file + ":10:" + std::to_string(dist_line.find("127.0.0.1") + 1);
+  const std::string port_at =
+      file + ":10:" +
+      std::to_string(dist_line.find(std::to_string(port), dist_line.find("master_port")) + 1);
+  const std::string from_job = "rendezvous at 127.0.0.1:" + std::to_string(port) +
+                               " (address from dist.master_addr at " + addr_at +
+                               ", port from dist.master_port at " + port_at + ")";
+  auto r = by_hand("");
+  EXPECT_THAT(r.output, HasSubstr("rank0=0")) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("rank1=0")) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(from_job)) << r.output;
+  // The built-in launcher reads them too.
+  auto launched = rh::test::run_command("cd " + quote(dir.path().string()) + " && " + kCleanEnv +
+                                        exe + " --nproc-per-node 2");
+  EXPECT_EQ(launched.exit_code, 0) << launched.output;
+  EXPECT_THAT(launched.output, HasSubstr("[rank 0] ")) << launched.output;
+  EXPECT_THAT(launched.output, HasSubstr(from_job)) << launched.output;
+  // MASTER_PORT over dist.master_port.
+  const int other = free_port();
+  r = by_hand("MASTER_PORT=" + std::to_string(other));
+  EXPECT_THAT(r.output, HasSubstr("rank0=0")) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("rendezvous at 127.0.0.1:" + std::to_string(other) +
+                                  " (address from dist.master_addr at " + addr_at +
+                                  ", port from MASTER_PORT)"))
+      << r.output;
 }
 
 }  // namespace

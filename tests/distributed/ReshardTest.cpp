@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -248,6 +249,117 @@ TEST_F(ReshardTest, AnotherGlobalBatchContinuesAtTheNextUnseenSample) {
       EXPECT_NEAR(lines[i].at("loss"), ref_mean(c.ref_iters[i].first, c.ref_iters[i].second), 1e-5)
           << "iteration " << i << " after the resume took other samples";
   }
+}
+
+// Saved after 2 batches of 1 rank x batch 4 accumulating 2 (8 samples, one
+// optimizer step), resumed on 2 ranks x batch 4 (global 8): the position
+// converts to batch 1, the second of a window of 2 whose first batch this
+// run never took. The resumed run takes batch 1 as its first window and
+// divides its loss by 1, so its first gradient equals that of
+// accumulative_counts 1 resumed at the same point (it was half: issue 31,
+// item 4).
+TEST_F(ReshardTest, AResumeInsideAnAccumulationWindowDividesByWhatIsLeftOfIt) {
+  auto job = [&](int counts, int iters, const std::string& extra) {
+    std::string yaml = gpt_job("{type: ddp}", 4, iters, 2, "  - {type: metrics}\n" + extra);
+    const std::string clip = "  clip_grad: {max_norm: 0.5}\n";
+    // A clip that never acts: the runner reports the norm it measures.
+    yaml.replace(
+        yaml.find(clip), clip.size(),
+        "  clip_grad: {max_norm: 1.0e9}\n  accumulative_counts: " + std::to_string(counts) + "\n");
+    return yaml;
+  };
+  auto first = run("first", job(2, 2, ""), 1);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string resume = "resume: " + (dir / "first" / "iter_2").string() + "\n";
+  double norm[2] = {0, 0};
+  for (int counts : {1, 2}) {
+    const std::string name = "acc" + std::to_string(counts);
+    auto r = run(name, job(counts, 4, resume), 2);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("continues at batch 1"));
+    const auto lines = rh::test::metric_lines(dir / name / "metrics.jsonl", "train");
+    ASSERT_FALSE(lines.empty());
+    ASSERT_TRUE(lines.front().count("grad_norm")) << "the first iteration did not step";
+    norm[counts - 1] = lines.front().at("grad_norm");
+  }
+  EXPECT_NEAR(norm[1], norm[0], 1e-6 * norm[0])
+      << "the first window after the resume was divided by its full length";
+}
+
+// How many values of a float32 tensor are not bfloat16 numbers (their low
+// 16 bits not all 0): none in a tensor that went through bfloat16.
+size_t not_bf16(const std::vector<float>& values) {
+  size_t n = 0;
+  for (float v : values) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v, 4);
+    n += (bits & 0xffffu) != 0;
+  }
+  return n;
+}
+
+// A change of precision resumes (issue 31, item 5), each at lr 0 for one
+// step so that the weights it saves are the ones it loaded:
+// - zero bf16 -> ddp float32: the weights come from the float32 masters,
+//   not the bfloat16 model file (values that are not bfloat16 numbers);
+// - zero float32 -> zero bf16: the float32 model file is cast to the
+//   working dtype and the masters continue bit for bit;
+// - a frozen block saved in bfloat16 (no master) into float32 only with
+//   resume_dtype: convert, which is logged;
+// - fsdp's ignored_modules (never optimized there) -> ddp: their optimizer
+//   state starts afresh, with a warning naming them.
+TEST_F(ReshardTest, AChangeOfPrecisionResumesFromTheMasters) {
+  const std::string bf16 = "{type: zero, zero_optimization: {stage: 2}, bf16: {enabled: true}}";
+  auto job = [&](const std::string& strategy, int iters, const std::string& extra) {
+    std::string yaml = gpt_job(strategy, 4, iters, iters == 2 ? 2 : 1, extra);
+    if (iters == 3) yaml.replace(yaml.find("lr: 0.003"), 9, "lr: 0.0");
+    return yaml;
+  };
+  // The gpt_job's frozen block is in bfloat16 in a bf16 checkpoint and has
+  // no master: without it first.
+  auto unfrozen = [](std::string yaml) {
+    return yaml.replace(yaml.find(", frozen: [blocks.0]"), 20, "");
+  };
+  auto a = run("a", unfrozen(job(bf16, 2, "")), 2);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto a2 = run("a", unfrozen(job("{type: ddp}", 3, "resume: auto\n")), 2);
+  ASSERT_EQ(a2.exit_code, 0) << a2.output;
+  EXPECT_THAT(a2.output, HasSubstr("taken from the checkpoint's float32 masters"));
+  const auto from_masters = rh::test::read_safetensors(dir / "a" / "iter_3" / "model.safetensors");
+  size_t precise = 0;
+  for (const auto& [name, values] : from_masters) precise += not_bf16(values);
+  EXPECT_GT(precise, 0u) << "the float32 run took the bfloat16 file's values";
+
+  auto b = run("b", job(zero(2), 2, ""), 2);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  auto b2 = run("b", job(bf16, 3, "resume: auto\n"), 2);
+  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  EXPECT_THAT(b2.output, HasSubstr("cast to this run's dtype, e.g."));
+  for (const std::string file : {"optimizer.rank0.safetensors", "optimizer.rank1.safetensors"}) {
+    const auto before = rh::test::read_safetensors(dir / "b" / "iter_2" / file);
+    const auto after = rh::test::read_safetensors(dir / "b" / "iter_3" / file);
+    for (const auto& [name, values] : before)
+      if (name.size() > 6 && name.compare(name.size() - 6, 6, ".param") == 0)
+        EXPECT_TRUE(values == after.at(name)) << file << " " << name << ": the master changed";
+  }
+
+  auto c = run("c", job(bf16, 2, ""), 2);  // blocks.0 frozen: bfloat16, no master
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  auto refused = run("c", job("{type: ddp}", 3, "resume: auto\n"), 2);
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr("checkpoint dtype BFloat16 vs model Float"));
+  EXPECT_THAT(refused.output, HasSubstr("resume_dtype: convert"));
+  auto converted = run("c", job("{type: ddp}", 3, "resume: auto\nresume_dtype: convert\n"), 2);
+  ASSERT_EQ(converted.exit_code, 0) << converted.output;
+  EXPECT_THAT(converted.output, HasSubstr("BFloat16 -> Float"));
+
+  auto d = run("d", job("{type: fsdp, ignored_modules: [head]}", 2, ""), 2);
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  auto d2 = run("d", job("{type: ddp}", 3, "resume: auto\n"), 2);
+  ASSERT_EQ(d2.exit_code, 0) << d2.output;
+  EXPECT_THAT(d2.output, HasSubstr("has no optimizer state for 'head."));
+  EXPECT_THAT(d2.output, HasSubstr("did not optimize them (frozen there, or fsdp's "
+                                   "ignored_modules); their state starts afresh"));
 }
 
 TEST_F(ReshardTest, AModelOfOtherShapesIsStillRefused) {

@@ -252,6 +252,67 @@ TEST_F(ZeroTest, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
   }
 }
 
+// skipped_steps is the run's, not the process's: saved with the checkpoint
+// and continued by a resumed run (issue 31, item 6: it restarted at 0).
+TEST_F(ZeroTest, SkippedStepsContinueAfterAResume) {
+  const std::string fp16 =
+      "{type: zero, zero_optimization: {stage: 2}, fp16: {enabled: true, initial_scale_power: 8, "
+      "hysteresis: 1, loss_scale_window: 100}}";
+  const std::string hooks =
+      "  - {type: checkpoint, by_epoch: false, interval: 3}\n  - {type: metrics}\n";
+  const std::string env = "RH_ZERO_TEST_FP16_COMPUTE=float32 RH_ZERO_TEST_INJECT_INF=1:1";
+  auto first = run("first", gpt_job(fp16, 3, hooks), 2, env);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(train_lines(dir / "first" / "metrics.jsonl").back().at("skipped_steps"), 1);
+  auto rest =
+      run("rest", gpt_job(fp16, 5, hooks, "resume: " + (dir / "first" / "iter_3").string() + "\n"),
+          2, env);
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  const auto lines = train_lines(dir / "rest" / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& line : lines) EXPECT_EQ(line.at("skipped_steps"), 1);
+}
+
+// bf16 working parameters, 8 micro-batches per step: stage 1 adds each
+// micro-batch's gradient (cast to float32) into its flat float32 gradient
+// and reduces the sum once, as DeepSpeed accumulates in float32; stage 2
+// reduces every micro-batch into float32. Their float32 masters agree
+// within 1e-5 after 2 steps (measured 3e-9; accumulating in bf16 between
+// micro-batches, as stage 1 did, put them 10% apart: issue 31, item 6).
+TEST_F(ZeroTest, Bf16StageOneAccumulatesInFloat32AsStageTwoDoes) {
+  auto job = [&](int s) {
+    std::string yaml = gpt_job("{type: zero, zero_optimization: {stage: " + std::to_string(s) +
+                                   "}, bf16: {enabled: true}}",
+                               16, "  - {type: checkpoint, by_epoch: false, interval: 16}\n");
+    const std::string clip = "  clip_grad: {max_norm: 0.5}\n";
+    return yaml.replace(yaml.find(clip), clip.size(), "  accumulative_counts: 8\n");
+  };
+  for (int s : {1, 2}) {
+    auto r = run("s" + std::to_string(s), job(s), 2);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  for (int rank : {0, 1}) {
+    const std::string file = "optimizer.rank" + std::to_string(rank) + ".safetensors";
+    const auto a = read_safetensors(ckpt("s1", "iter_16", file));
+    const auto b = read_safetensors(ckpt("s2", "iter_16", file));
+    int masters = 0;
+    for (const auto& [name, va] : a) {
+      if (name.size() < 6 || name.compare(name.size() - 6, 6, ".param") != 0) continue;
+      ASSERT_EQ(b.count(name), 1u) << name;
+      const auto& vb = b.at(name);
+      float largest = 0, diff = 0;
+      for (size_t i = 0; i < va.size(); ++i) {
+        if (is_key_bias(name.substr(0, name.size() - 6), i, va.size())) continue;
+        largest = std::max(largest, std::fabs(vb[i]));
+        diff = std::max(diff, std::fabs(va[i] - vb[i]));
+      }
+      EXPECT_LE(diff, 1e-5f * largest) << "rank " << rank << " " << name;
+      ++masters;
+    }
+    EXPECT_GT(masters, 0);
+  }
+}
+
 TEST_F(ZeroTest, AnOverflowAtTheMinimumScaleStopsTheRunNamingTheStep) {
   const std::string fp16 =
       "{type: zero, zero_optimization: {stage: 1}, fp16: {enabled: true, initial_scale_power: 1, "
@@ -450,6 +511,95 @@ TEST_F(ZeroTest, OneRankFp16ScalerAndBf16) {
     EXPECT_NEAR(lb / la, 1.0, 0.02) << "bf16 " << lb / 10 << " vs fp32 " << la / 10;
   }
 }
+
+// MMPretrain's ViT recipe's DeepSpeed block (MMEngine's FlexibleRunner,
+// issue 31, item 2) runs as written, from the job and from a
+// deepspeed_config file: type DeepSpeedStrategy is zero (logged);
+// fp16_master_weights_and_grads: false, allgather_partitions: true and
+// cpu_offload: false ask for what zero does; inputs_to_half: [inputs] names
+// the batch's input tensor. With its fp16, LibTorch 1.13 on the CPU refuses
+// the run naming bf16; with bf16: {enabled: true} in fp16's place it trains
+// like fp32 ddp (the mean loss of the last 10 of 50 iterations within 2%, as
+// Bf16StageTwoStaysNearFp32Ddp), the file's run step for step the job's.
+// Before: refused at `type` ("no strategy plugin provides type
+// 'DeepSpeedStrategy'"), and with type: zero at fp16_master_weights_and_grads.
+TEST_F(ZeroTest, TheMmpretrainVitDeepSpeedBlockRunsAsWritten) {
+  const std::string zero =
+      "zero_optimization: {stage: 3, allgather_partitions: true, reduce_scatter: true, "
+      "allgather_bucket_size: 50000000, reduce_bucket_size: 50000000, overlap_comm: true, "
+      "contiguous_gradients: true, cpu_offload: false}";
+  const std::string fp16 =
+      "fp16: {enabled: true, fp16_master_weights_and_grads: false, loss_scale: 0, "
+      "loss_scale_window: 500, hysteresis: 2, min_loss_scale: 1, initial_scale_power: 15}";
+  const std::string bf16 = "bf16: {enabled: true}";
+  auto block = [&](const std::string& precision) {
+    return "{type: DeepSpeedStrategy, " + precision + ", inputs_to_half: [inputs], " + zero + "}";
+  };
+  const std::string json_zero = R"("zero_optimization": {"stage": 3, "allgather_partitions": true,
+    "reduce_scatter": true, "allgather_bucket_size": 50000000, "reduce_bucket_size": 50000000,
+    "overlap_comm": true, "contiguous_gradients": true, "cpu_offload": false})";
+  dir.write("ds_fp16.json", R"({"fp16": {"enabled": true, "fp16_master_weights_and_grads": false,
+    "loss_scale": 0, "loss_scale_window": 500, "hysteresis": 2, "min_loss_scale": 1,
+    "initial_scale_power": 15},
+  "inputs_to_half": ["inputs"],
+  )" + json_zero + "}\n");
+  dir.write("ds_bf16.json", R"({"bf16": {"enabled": true},
+  "inputs_to_half": ["inputs"],
+  )" + json_zero + "}\n");
+
+  // As written (fp16).
+  const auto version = rh::test::run_command(std::string(RH_RUNNER_HOST) + " --version");
+  const bool cpu_torch1 = version.output.find("native tag torch 1.") != std::string::npos &&
+                          version.output.find(" cpu ") != std::string::npos;
+  for (const auto& [name, strategy] : std::vector<std::pair<std::string, std::string>>{
+           {"fp16_yaml", block(fp16)},
+           {"fp16_json", "{type: DeepSpeedStrategy, deepspeed_config: ds_fp16.json}"}}) {
+    SCOPED_TRACE(name);
+    auto r = run(name, gpt_job(strategy, 2, ""), 2);
+    EXPECT_THAT(
+        r.output,
+        HasSubstr("strategy type DeepSpeedStrategy (MMEngine's name) is runner-host's zero"));
+    if (!cpu_torch1) {
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      continue;
+    }
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("strategy 'zero': fp16.enabled on the CPU: LibTorch 1."));
+    EXPECT_THAT(r.output, HasSubstr("use bf16: {enabled: true} (no loss scaling needed)"));
+  }
+
+  // bf16 in fp16's place, against fp32 ddp.
+  const std::string metrics = "  - {type: metrics}\n";
+  auto ddp = run("ddp", gpt_job("{type: ddp}", 50, metrics), 2);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto a = train_lines(dir / "ddp" / "metrics.jsonl");
+  std::vector<std::vector<std::map<std::string, double>>> runs;
+  for (const auto& [name, strategy] : std::vector<std::pair<std::string, std::string>>{
+           {"bf16_yaml", block(bf16)},
+           {"bf16_json", "{type: DeepSpeedStrategy, deepspeed_config: ds_bf16.json}"}}) {
+    SCOPED_TRACE(name);
+    auto r = run(name, gpt_job(strategy, 50, metrics), 2);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(
+        r.output,
+        HasSubstr("strategy type DeepSpeedStrategy (MMEngine's name) is runner-host's zero"));
+    EXPECT_THAT(r.output, HasSubstr("strategy 'zero': stage 3"));
+    EXPECT_THAT(r.output, HasSubstr("working dtype BFloat16"));
+    const auto b = train_lines(dir / name / "metrics.jsonl");
+    ASSERT_EQ(a.size(), b.size());
+    double la = 0, lb = 0;
+    for (size_t i = a.size() - 10; i < a.size(); ++i) {
+      la += a[i].at("loss");
+      lb += b[i].at("loss");
+    }
+    EXPECT_NEAR(lb / la, 1.0, 0.02) << "bf16 " << lb / 10 << " vs fp32 " << la / 10;
+    runs.push_back(b);
+  }
+  ASSERT_EQ(runs.size(), 2u);
+  for (size_t i = 0; i < runs[0].size(); ++i)
+    EXPECT_EQ(runs[0][i].at("loss"), runs[1][i].at("loss")) << "iteration " << i + 1;
+}
+
 struct BadZeroConfig {
   std::string name, strategy, extra, expected;
 };

@@ -3,23 +3,28 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <regex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/TestUtil.hpp"
+#include "launch/Listener.hpp"
 
 extern char** environ;
 
 using rh::test::quote;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -122,6 +127,60 @@ TEST(LaunchCli, AClosedStdoutDoesNotKillTheRun) {
                                  << err;
   EXPECT_EQ(WEXITSTATUS(status), 0) << err;
   EXPECT_THAT(err, HasSubstr("runner-host launcher: stdout closed (Broken pipe)"));
+}
+
+using rh::test::Listener;
+
+// Issue 31, item 8: a port given that another job's store listens on is
+// refused by the launcher before any worker starts, naming --master-port.
+TEST(LaunchCli, ATakenPortIsRefusedNamingMasterPort) {
+  Listener other_job;
+  auto r =
+      run("--nproc-per-node 2 --master-port " + std::to_string(other_job.port()) + " --version",
+          "-u MASTER_PORT -u MASTER_ADDR");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("runner-host: error: port " + std::to_string(other_job.port()) +
+                                  " on 127.0.0.1 (from --master-port) is taken"));
+  EXPECT_THAT(r.output, HasSubstr("Give this job a port of its own with --master-port PORT"));
+  EXPECT_THAT(r.output, Not(HasSubstr("[rank ")));
+}
+
+// Issue 31, item 3: the job's dist.master_port reaches the launcher; the
+// launcher's environment (MASTER_PORT) and then its flag win over it. Each
+// is shown by the port the refusal names as taken and where it came from.
+TEST(LaunchCli, TheJobsMasterPortReachesTheLauncherAndLosesToEnvironmentAndFlag) {
+  rh::test::TempDir dir;
+  Listener taken;
+  Listener taken_too;
+  const std::string job = (dir / "job.yaml").string();
+  dir.write("job.yaml",
+            "model: {type: mlp, in_features: 4, num_classes: 2}\n"
+            "dist: {timeout_s: 20, master_port: " +
+                std::to_string(taken.port()) + "}\n");
+  auto r = run("--nproc-per-node 2 --config " + quote(job) + " --print-config",
+               "-u MASTER_PORT -u MASTER_ADDR");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("port " + std::to_string(taken.port()) +
+                        " on 127.0.0.1 (from dist.master_port at " + job + ":2:36) is taken"));
+  // --set reaches it as it reaches the workers.
+  r = run("--nproc-per-node 2 --config " + quote(job) +
+              " --set dist.master_port=" + std::to_string(taken_too.port()) + " --print-config",
+          "-u MASTER_PORT -u MASTER_ADDR");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("port " + std::to_string(taken_too.port()) +
+                                  " on 127.0.0.1 (from dist.master_port"));
+  // MASTER_PORT over the job's key.
+  r = run("--nproc-per-node 2 --config " + quote(job) + " --print-config",
+          "-u MASTER_ADDR MASTER_PORT=" + std::to_string(taken_too.port()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("port " + std::to_string(taken_too.port()) +
+                                  " on 127.0.0.1 (from MASTER_PORT) is taken"));
+  // --master-port over both: a free port, and the workers run.
+  r = run("--nproc-per-node 2 --master-port 0 --config " + quote(job) + " --print-config",
+          "-u MASTER_ADDR MASTER_PORT=" + std::to_string(taken_too.port()));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[rank 1] dist:"));
 }
 
 TEST(LaunchCli, ALaunchedWorkerDoesNotLaunchAgain) {

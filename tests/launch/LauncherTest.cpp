@@ -4,14 +4,17 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <regex>
@@ -21,6 +24,7 @@
 #include "ProcessCallRecorder.hpp"
 #include "common/TestUtil.hpp"
 #include "launch/Launcher.hpp"
+#include "launch/Listener.hpp"
 
 namespace fs = std::filesystem;
 using rh::launch::launch;
@@ -227,6 +231,96 @@ TEST_F(LauncherTest, EachRankGetsItsEnvironment) {
   EXPECT_GT(port, 0);
   EXPECT_LE(port, 65535);
   EXPECT_THAT(r.out, HasSubstr("[rank 1] MASTER_PORT=" + std::to_string(port) + "\n"));
+}
+
+// Issue 31, item 8: the free port the launcher picks stays reserved while
+// the workers run (a plain bind, as an ephemeral port or another job's
+// launcher would take it, fails), yet rank 0's store can listen on it.
+TEST_F(LauncherTest, TheFreePortIsHeldForRankZerosStore) {
+  LaunchRun r = run(options(1), {"port-check"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[rank 0] plain bind: " + std::string(std::strerror(EADDRINUSE))));
+  EXPECT_THAT(r.out, HasSubstr("[rank 0] store listen: ok"));
+}
+
+using rh::test::Listener;
+
+// A port given that something listens on already is refused before any
+// worker starts, saying so, where the port came from, and naming
+// --master-port; a free port given is held like a picked one.
+TEST_F(LauncherTest, ATakenPortIsRefusedNamingMasterPort) {
+  Listener other_job;
+  LaunchOptions o = options(2);
+  o.master_port = other_job.port();
+  o.master_port_from = "MASTER_PORT";
+  o.stdout_fd = open_output("out");
+  o.stderr_fd = open_output("err");
+  try {
+    launch(o, worker({"out", "started"}));
+    ADD_FAILURE() << "a taken port must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("port " + std::to_string(other_job.port()) +
+                                    " on 127.0.0.1 (from MASTER_PORT) is taken: another job's "
+                                    "rendezvous store, or another program, listens on it"));
+    EXPECT_THAT(e.what(), HasSubstr("--master-port PORT"));
+  }
+  close(o.stdout_fd);
+  close(o.stderr_fd);
+  EXPECT_EQ(rh::test::read_file(dir / "out"), "") << "a worker started";
+  // Not on another node: rank 0's node checks it.
+  o = options(1);
+  o.nnodes = 2;
+  o.node_rank = 1;
+  o.master_port = other_job.port();
+  EXPECT_EQ(run(o, {"out", "started"}).code, 0);
+  // A free port given: held for rank 0's store too.
+  const int port = rh::launch::pick_free_port("127.0.0.1");
+  o = options(1);
+  o.master_port = port;
+  LaunchRun r = run(o, {"port-check", "env"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[rank 0] plain bind: " + std::string(std::strerror(EADDRINUSE))));
+  EXPECT_THAT(r.out, HasSubstr("[rank 0] store listen: ok"));
+  EXPECT_THAT(r.out, HasSubstr("[rank 0] RH_MASTER_PORT_FROM=--master-port\n"));
+}
+
+// Every job gets an id (RH_JOB_ID), the same for all its ranks: a random one
+// on one node, one every node's launcher derives alike on several, or the
+// one the launcher's environment gives; the workers learn where the port
+// came from.
+TEST_F(LauncherTest, EveryJobGetsAnIdItsRanksShare) {
+  ScopedEnv given("RH_JOB_ID", nullptr);
+  auto id_of = [](const std::string& out, int rank) {
+    std::smatch m;
+    const std::regex re("\\[rank " + std::to_string(rank) + "\\] RH_JOB_ID=([^\n]*)\n");
+    return std::regex_search(out, m, re) ? m[1].str() : std::string("(none)");
+  };
+  LaunchRun a = run(options(2), {"env"});
+  ASSERT_EQ(a.code, 0) << a.out << a.err;
+  EXPECT_THAT(id_of(a.out, 0), ::testing::MatchesRegex("[0-9a-f]{16}"));
+  EXPECT_EQ(id_of(a.out, 0), id_of(a.out, 1));
+  EXPECT_THAT(a.out,
+              HasSubstr("[rank 0] RH_MASTER_PORT_FROM=the launcher, which picked a free port\n"));
+  EXPECT_THAT(a.out, HasSubstr("[rank 1] RH_MASTER_ADDR_FROM=--master-addr\n"));
+  LaunchRun b = run(options(2), {"env"});
+  ASSERT_EQ(b.code, 0) << b.out << b.err;
+  EXPECT_NE(id_of(a.out, 0), id_of(b.out, 0)) << "two jobs, one id";
+  // Two nodes: each node's launcher arrives at the same id.
+  LaunchOptions o = options(1);
+  o.nnodes = 2;
+  o.master_port = 29555;
+  o.master_addr = "10.1.2.3";
+  LaunchRun node0 = run(o, {"env"});
+  o.node_rank = 1;
+  LaunchRun node1 = run(o, {"env"});
+  ASSERT_EQ(node0.code, 0) << node0.out << node0.err;
+  ASSERT_EQ(node1.code, 0) << node1.out << node1.err;
+  EXPECT_EQ(id_of(node0.out, 0), id_of(node1.out, 1));
+  // Given by the user: kept.
+  ScopedEnv mine("RH_JOB_ID", "my-job");
+  LaunchRun c = run(options(2), {"env"});
+  EXPECT_EQ(id_of(c.out, 0), "my-job");
+  EXPECT_EQ(id_of(c.out, 1), "my-job");
 }
 
 TEST_F(LauncherTest, SecondNodeRanksAndUserThreadSetting) {

@@ -20,11 +20,20 @@
 //   dispositions    print SIGNAME=default|ignored|handled for the signals the
 //                   launcher handles (what this process started with)
 //   kill-launcher S send signal S to the parent (the launcher)
+//   port-check      on MASTER_PORT: print "plain bind: ok|<error>" (a bind
+//                   without SO_REUSEADDR on 127.0.0.1, as an ephemeral port
+//                   or another program would take it), then "store listen:
+//                   ok|<error>" (bind on [::] with SO_REUSEADDR and listen, as
+//                   rank 0's TCPStore does)
 // and exits with 0 at the end.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -71,8 +80,38 @@ bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 namespace {
 
+// What binding MASTER_PORT gives: "ok" or strerror.
+std::string try_bind(int family, bool reuse, bool listen_too) {
+  const int port = std::atoi(env_or("MASTER_PORT", "0").c_str());
+  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::strerror(errno);
+  const int one = 1;
+  if (reuse) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  int rc;
+  if (family == AF_INET) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  } else {
+    const int zero = 0;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  }
+  if (rc == 0 && listen_too) rc = listen(fd, 4);
+  const std::string result = rc == 0 ? "ok" : std::strerror(errno);
+  close(fd);
+  return result;
+}
+
 int arity(const std::string& cmd) {
-  if (cmd == "env" || cmd == "ignore-term" || cmd == "dispositions") return 0;
+  if (cmd == "env" || cmd == "ignore-term" || cmd == "dispositions" || cmd == "port-check")
+    return 0;
   if (cmd == "wait-pids") return 2;
   return 1;
 }
@@ -111,7 +150,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     } else if (cmd == "env") {
       for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                               "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "RH_LAUNCHED"})
+                               "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "RH_LAUNCHED",
+                               "RH_JOB_ID", "RH_MASTER_ADDR_FROM", "RH_MASTER_PORT_FROM"})
         std::printf("%s=%s\n", name, env_or(name, "(unset)").c_str());
       std::fflush(stdout);
     } else if (cmd == "pidfile") {
@@ -181,6 +221,10 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     } else if (cmd == "kill-launcher") {
       kill(getppid(), std::stoi(arg()));
+    } else if (cmd == "port-check") {
+      std::printf("plain bind: %s\n", try_bind(AF_INET, false, false).c_str());
+      std::printf("store listen: %s\n", try_bind(AF_INET6, true, true).c_str());
+      std::fflush(stdout);
     } else {
       std::fprintf(stderr, "test worker: unknown command '%s'\n", cmd.c_str());
       return 100;

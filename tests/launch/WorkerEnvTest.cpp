@@ -141,6 +141,202 @@ TEST(DistEnv, BadValuesNameTheVariable) {
               HasSubstr("SLURM_STEP_NODELIST"));
 }
 
+// Issue 31, item 3: the job's dist.master_addr / dist.master_port are used
+// when the environment gives no MASTER_ADDR / MASTER_PORT, and lose to it
+// when it does; DistEnv says which was used.
+rh::launch::JobRendezvousKeys job_keys(const std::string& addr, int port) {
+  rh::launch::JobRendezvousKeys k;
+  k.master_addr = addr;
+  k.master_addr_at = "job.yaml:9:17";
+  k.master_port = port;
+  k.master_port_at = "job.yaml:9:41";
+  return k;
+}
+
+DistEnv read_with(const Env& env, const rh::launch::JobRendezvousKeys& job) {
+  return read_dist_env(
+      [&](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      job);
+}
+
+TEST(DistEnv, TheJobsMasterKeysApplyWhenTheEnvironmentHasNone) {
+  const auto job = job_keys("10.0.0.7", 29611);
+  DistEnv e = read_with({{"RANK", "1"}, {"WORLD_SIZE", "2"}}, job);
+  EXPECT_EQ(e.master_addr, "10.0.0.7");
+  EXPECT_EQ(e.master_port, 29611);
+  EXPECT_EQ(e.master_addr_from, "dist.master_addr at job.yaml:9:17");
+  EXPECT_EQ(e.master_port_from, "dist.master_port at job.yaml:9:41");
+  // The environment wins, each value on its own.
+  e = read_with({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "4000"}}, job);
+  EXPECT_EQ(e.master_addr, "10.0.0.7");
+  EXPECT_EQ(e.master_port, 4000);
+  EXPECT_EQ(e.master_port_from, "MASTER_PORT");
+  e = read_with({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}}, job);
+  EXPECT_EQ(e.master_addr, "node0");
+  EXPECT_EQ(e.master_addr_from, "MASTER_ADDR");
+  EXPECT_EQ(e.master_port, 29611);
+  // Nothing anywhere: the defaults, said so.
+  e = read_with({{"RANK", "1"}, {"WORLD_SIZE", "2"}}, {});
+  EXPECT_EQ(e.master_port, 29500);
+  EXPECT_EQ(e.master_port_from, "the default");
+  // The built-in launcher says where its values came from.
+  e = read_with({{"RANK", "1"},
+                 {"WORLD_SIZE", "2"},
+                 {"RH_LAUNCHED", "1"},
+                 {"MASTER_ADDR", "127.0.0.1"},
+                 {"MASTER_PORT", "29611"},
+                 {"RH_MASTER_ADDR_FROM", "the default"},
+                 {"RH_MASTER_PORT_FROM", "dist.master_port at job.yaml:9:41"}},
+                job);
+  EXPECT_EQ(e.master_addr_from, "the default");
+  EXPECT_EQ(e.master_port_from, "dist.master_port at job.yaml:9:41");
+}
+
+TEST(DistEnv, TheJobsMasterKeysUnderSrunAndMpirun) {
+  Env slurm = {{"SLURM_PROCID", "1"},
+               {"SLURM_STEP_NUM_TASKS", "2"},
+               {"SLURM_STEP_NODELIST", "gpu[07-08]"},
+               {"SLURM_JOB_ID", "123456"}};
+  // The job's keys over what srun's variables give by default...
+  DistEnv e = read_with(slurm, job_keys("10.0.0.7", 29611));
+  EXPECT_EQ(e.master_addr, "10.0.0.7");
+  EXPECT_EQ(e.master_port, 29611);
+  EXPECT_EQ(e.master_port_from, "dist.master_port at job.yaml:9:41");
+  e = read_with(slurm, {});
+  EXPECT_EQ(e.master_addr, "gpu07");
+  EXPECT_EQ(e.master_addr_from, "SLURM_STEP_NODELIST");
+  EXPECT_EQ(e.master_port_from, "SLURM_JOB_ID");
+  // ...and MASTER_ADDR/MASTER_PORT over the job's keys.
+  slurm["MASTER_PORT"] = "4000";
+  EXPECT_EQ(read_with(slurm, job_keys("10.0.0.7", 29611)).master_port, 4000);
+  // mpirun across nodes: dist.master_addr is a master address.
+  Env mpi = {{"OMPI_COMM_WORLD_RANK", "5"},
+             {"OMPI_COMM_WORLD_SIZE", "8"},
+             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}};
+  e = read_with(mpi, job_keys("host0", 29611));
+  EXPECT_EQ(e.master_addr, "host0");
+  EXPECT_EQ(e.master_port, 29611);
+}
+
+TEST(DistEnv, AFreePortFromTheJobNeedsTheLauncher) {
+  try {
+    read_with({{"RANK", "1"}, {"WORLD_SIZE", "2"}}, job_keys("127.0.0.1", 0));
+    ADD_FAILURE() << "dist.master_port: 0 without the launcher must be refused";
+  } catch (const rh::launch::JobKeyError& e) {
+    EXPECT_EQ(e.key(), "dist.master_port");
+    EXPECT_THAT(e.what(),
+                HasSubstr("0 (pick a free port) needs the built-in launcher on one node"));
+  }
+  // A port from the environment makes the job's 0 moot.
+  EXPECT_EQ(read_with({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "4000"}},
+                      job_keys("127.0.0.1", 0))
+                .master_port,
+            4000);
+}
+
+// Issue 31, item 8: the job id the rendezvous store keys carry. Ranks of one
+// job arrive at the same id; ranks of two jobs at different ones.
+TEST(DistEnv, JobIds) {
+  Env torchrun = {{"RANK", "0"},
+                  {"WORLD_SIZE", "2"},
+                  {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", "29500"},
+                  {"TORCHELASTIC_RUN_ID", "run-a"},
+                  {"TORCHELASTIC_RESTART_COUNT", "0"}};
+  const DistEnv a0 = read(torchrun);
+  torchrun["RANK"] = "1";
+  const DistEnv a1 = read(torchrun);
+  EXPECT_EQ(a0.job_id, a1.job_id);
+  EXPECT_EQ(a0.job_id.size(), 16u);
+  EXPECT_THAT(a0.job_origin, HasSubstr("torchrun run run-a, restart 0"));
+  torchrun["TORCHELASTIC_RUN_ID"] = "run-b";
+  EXPECT_NE(read(torchrun).job_id, a0.job_id);
+  torchrun["TORCHELASTIC_RUN_ID"] = "run-a";
+  torchrun["TORCHELASTIC_RESTART_COUNT"] = "1";
+  EXPECT_NE(read(torchrun).job_id, a0.job_id);
+  // RH_JOB_ID wins (the launcher sets it).
+  torchrun["RH_JOB_ID"] = "00000000deadbeef";
+  EXPECT_EQ(read(torchrun).job_id, "00000000deadbeef");
+  // srun: the job and the step.
+  Env slurm = {{"SLURM_PROCID", "0"},
+               {"SLURM_STEP_NUM_TASKS", "2"},
+               {"SLURM_STEP_NODELIST", "n1"},
+               {"SLURM_JOB_ID", "77"},
+               {"SLURM_STEP_ID", "0"}};
+  const std::string step0 = read(slurm).job_id;
+  slurm["SLURM_PROCID"] = "1";
+  EXPECT_EQ(read(slurm).job_id, step0);
+  slurm["SLURM_STEP_ID"] = "1";
+  EXPECT_NE(read(slurm).job_id, step0);
+  // One process: no id (the runner makes a random one).
+  EXPECT_EQ(read({}).job_id, "");
+  EXPECT_NE(rh::launch::random_job_id(), rh::launch::random_job_id());
+}
+
+// torchrun's default (static) rendezvous: its agent hosts the store.
+TEST(DistEnv, TorchrunsAgentStore) {
+  const DistEnv e = read({{"RANK", "0"},
+                          {"WORLD_SIZE", "2"},
+                          {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                          {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  EXPECT_TRUE(e.agent_store);
+  EXPECT_EQ(e.restart_count, 2);
+  EXPECT_FALSE(read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "False"}})
+                   .agent_store);
+}
+
+// The launcher's master address and port: the flag, else its environment,
+// else the job, else the default (on one node a free port).
+TEST(LaunchOptions, FlagsThenEnvironmentThenTheJob) {
+  using rh::launch::launch_options;
+  using rh::launch::LauncherFlags;
+  Env env;
+  auto get = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  const auto job = job_keys("10.0.0.7", 29611);
+  LauncherFlags flags;
+  flags.nproc_per_node = 2;
+  auto o = launch_options(flags, get, {});
+  EXPECT_EQ(o.master_addr, "127.0.0.1");
+  EXPECT_EQ(o.master_port, 0) << "one node, no port given: a free one";
+  o = launch_options(flags, get, job);
+  EXPECT_EQ(o.master_addr, "10.0.0.7");
+  EXPECT_EQ(o.master_port, 29611);
+  EXPECT_EQ(o.master_addr_from, "dist.master_addr at job.yaml:9:17");
+  EXPECT_EQ(o.master_port_from, "dist.master_port at job.yaml:9:41");
+  env["MASTER_ADDR"] = "node0";
+  env["MASTER_PORT"] = "4000";
+  o = launch_options(flags, get, job);
+  EXPECT_EQ(o.master_addr, "node0");
+  EXPECT_EQ(o.master_port, 4000);
+  EXPECT_EQ(o.master_port_from, "MASTER_PORT");
+  flags.master_addr = "h";
+  flags.master_port = 5000;
+  o = launch_options(flags, get, job);
+  EXPECT_EQ(o.master_addr, "h");
+  EXPECT_EQ(o.master_port, 5000);
+  EXPECT_EQ(o.master_addr_from, "--master-addr");
+  EXPECT_EQ(o.master_port_from, "--master-port");
+  // Several nodes, no port anywhere: torchrun's 29500, the same on every node.
+  env.clear();
+  LauncherFlags nodes;
+  nodes.nnodes = 2;
+  EXPECT_EQ(launch_options(nodes, get, {}).master_port, 29500);
+  env["MASTER_PORT"] = "port";
+  try {
+    launch_options(nodes, get, {});
+    ADD_FAILURE() << "MASTER_PORT=port must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("MASTER_PORT='port' (the launcher's environment)"));
+  }
+}
+
 TEST(DistEnv, FirstSlurmHost) {
   EXPECT_EQ(rh::launch::first_slurm_host("node1"), "node1");
   EXPECT_EQ(rh::launch::first_slurm_host("a,b"), "a");

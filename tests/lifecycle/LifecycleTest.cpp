@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <regex>
 #include <set>
@@ -226,6 +228,24 @@ TEST_F(LifecycleTest, AutoScaleLrScalesBeforeTheSchedulersTakeTheirBase) {
   EXPECT_DOUBLE_EQ(lrs[0], 0.1);
   EXPECT_DOUBLE_EQ(lrs[1], 0.2);
   EXPECT_DOUBLE_EQ(lrs[2], 0.2);
+}
+
+// `auto_scale_lr.enable`: off unless true (the lr stays the optimizer's,
+// with base_batch_size written or not); on, it needs base_batch_size.
+TEST_F(LifecycleTest, AutoScaleLrIsOffUnlessEnabledAndNeedsItsBaseBatchSize) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: true, max_epochs: 1}\n";
+  job.hooks = "  - {type: metrics}\n";
+  job.extra = "auto_scale_lr: {enable: false, base_batch_size: 4}\n";
+  auto off = run(job, "", "off");
+  ASSERT_EQ(off.exit_code, 0) << off.output;
+  EXPECT_THAT(off.output, Not(HasSubstr("auto_scale_lr:")));
+  EXPECT_EQ(train_lrs(dir / "off/metrics.jsonl"), (std::vector<double>{0.1, 0.1, 0.1}));
+  job.extra = "auto_scale_lr: {enable: true}\n";
+  auto no_base = run(job, "", "no_base");
+  EXPECT_EQ(no_base.exit_code, 2) << no_base.output;
+  EXPECT_THAT(no_base.output, HasSubstr("auto_scale_lr: enable: true needs base_batch_size"));
 }
 
 // ---- Val and test without training ------------------------------------------------
@@ -596,6 +616,98 @@ TEST_F(LifecycleTest, OptimizerParamsOfTheStrategyAreWhatTheOptimizerSteps) {
   EXPECT_THAT(c.output, HasSubstr("has no ReduceGradNorm (ABI 1.3)"));
 }
 
+// paramwise_cfg applies to a strategy's own tensors (their requires_grad is
+// false) by their parameter: custom_keys lr_mult 0 freezes them as under
+// `single`. A strategy that names its tensors after no parameter of the
+// model cannot have paramwise_cfg applied: refused, naming the tensor.
+TEST_F(LifecycleTest, ParamwiseCfgAppliesToAStrategysOwnTensorsByTheirParameter) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 2}\n";
+  job.hooks = "  - {type: checkpoint, by_epoch: false, interval: 1}\n";
+  job.optim =
+      "optim_wrapper:\n  optimizer: {type: AdamW, lr: 0.01, weight_decay: 0.1}\n"
+      "  paramwise_cfg: {custom_keys: {weight: {lr_mult: 0, decay_mult: 0}, bias: {lr_mult: 0, "
+      "decay_mult: 0}}}\n";
+  for (const std::string& strategy : {std::string("single"), std::string("own")}) {
+    SCOPED_TRACE(strategy);
+    Job j = job;
+    if (strategy == "own") j.extra = own_optimizer();
+    auto r = run(j, "", strategy);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(file_bytes(dir / strategy / "iter_1/model.safetensors"),
+              file_bytes(dir / strategy / "iter_2/model.safetensors"))
+        << "a parameter with lr_mult 0 and decay_mult 0 moved";
+  }
+  Job renamed = job;
+  renamed.extra = own_optimizer(", name_prefix: flat.");
+  auto bad = run(renamed, "", "renamed");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("optim_wrapper.paramwise_cfg: paramwise_cfg cannot apply: "
+                                    "strategy 'own_optimizer'"));
+  EXPECT_THAT(bad.output, HasSubstr("names an optimizer tensor 'flat.layers.0.weight' that is no "
+                                    "parameter of the model"));
+}
+
+// MMPretrain's ViT recipe with LearningRateDecayOptimWrapperConstructor:
+// --print-param-groups shows every trainable parameter's lr and weight
+// decay, each checked here against MMPretrain's rule computed from the name
+// (layer id: embeddings 0, blocks.i i + 1, the rest L + 1; lr x
+// rate^(L + 1 - id); decay: custom key, then norm, bias, 1-D). A model
+// without numbered blocks (the convnet) is refused.
+TEST_F(LifecycleTest, PrintParamGroupsShowsMmpretrainsLayerDecayOnVit) {
+  const std::string optim =
+      "optim_wrapper:\n"
+      "  optimizer: {type: AdamW, lr: 0.004, weight_decay: 0.05}\n"
+      "  constructor: LearningRateDecayOptimWrapperConstructor\n"
+      "  paramwise_cfg:\n"
+      "    layer_decay_rate: 0.75\n"
+      "    norm_decay_mult: 0.0\n"
+      "    bias_decay_mult: 0.0\n"
+      "    flat_decay_mult: 0.0\n"
+      "    custom_keys: {.pos_embed: {decay_mult: 0.0}, .cls_token: {decay_mult: 0.0}}\n";
+  Job job;
+  job.model =
+      "model: {type: vit, image_size: 16, patch_size: 8, in_channels: 3, num_classes: 3, dim: 16, "
+      "depth: 3, heads: 2}\n";
+  job.optim = optim;
+  auto r = run(job, "--print-param-groups");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(r.output);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream cells(line);
+    std::string name, shape, lr, wd, layer;
+    if (!std::getline(cells, name, '\t') || !std::getline(cells, shape, '\t') ||
+        !std::getline(cells, lr, '\t') || !std::getline(cells, wd, '\t') ||
+        !std::getline(cells, layer) || name == "parameter")
+      continue;
+    int id = 4;  // L + 1 with L = 3
+    if (name.rfind("embed.", 0) == 0) id = 0;
+    if (name.rfind("blocks.", 0) == 0) id = 1 + std::stoi(name.substr(7));
+    EXPECT_EQ(layer, std::to_string(id)) << name;
+    EXPECT_NEAR(std::stod(lr), 0.004 * std::pow(0.75, 4 - id), 1e-12) << name;
+    const bool custom = name.find(".pos_embed") != std::string::npos ||
+                        name.find(".cls_token") != std::string::npos;
+    const bool norm = name.find(".norm") != std::string::npos;
+    const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    const bool flat = shape.find(',') == std::string::npos;  // "[16]"
+    EXPECT_EQ(std::stod(wd), custom || norm || bias || flat ? 0.0 : 0.05) << name;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 4 + 3 * 12 + 4) << r.output;  // embed, 3 blocks of 12, head
+  Job convnet;                                  // stem, stages: no blocks.<i> / layers.<i>
+  convnet.model =
+      "model: {type: convnet, in_channels: 3, num_classes: 3, width: 4, blocks: [1, 1]}\n";
+  convnet.optim = optim;
+  auto refused = run(convnet, "--print-param-groups");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr("optim_wrapper.constructor: "
+                                        "LearningRateDecayOptimWrapperConstructor: parameter"));
+  EXPECT_THAT(refused.output, HasSubstr("the model has no numbered blocks"));
+}
+
 // Traits the host cannot honour yet are refused before anything runs.
 TEST_F(LifecycleTest, TraitsTheHostCannotHonourAreRefused) {
   Job job;
@@ -644,6 +756,223 @@ TEST_F(LifecycleTest, TheTrainLoopLineIsFollowedByTheTimeEachHookTook) {
   ASSERT_EQ(none.exit_code, 0) << none.output;
   EXPECT_THAT(none.output, HasSubstr("train loop:"));
   EXPECT_THAT(none.output, Not(HasSubstr("hooks:")));
+}
+
+// ---- Job keys shown by their effect (docs/config-keys.md) ---------------------------
+
+// `seed`: the initial weights and the shuffled order come from it: the same
+// seed gives the same bytes after an iteration, another seed other bytes;
+// the log names the seed in use.
+TEST_F(LifecycleTest, TheSeedSetsTheInitialWeightsAndTheOrder) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 1}\n";
+  job.hooks = "  - {type: checkpoint, by_epoch: false, interval: 1}\n";
+  run_ok(job, "", "one");
+  run_ok(job, "", "again");
+  auto two = run(job, "--set seed=2", "two");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_THAT(two.output, HasSubstr(", seed 2, rank 0 of 1"));
+  EXPECT_EQ(file_bytes(dir / "one/iter_1/model.safetensors"),
+            file_bytes(dir / "again/iter_1/model.safetensors"));
+  EXPECT_NE(file_bytes(dir / "one/iter_1/model.safetensors"),
+            file_bytes(dir / "two/iter_1/model.safetensors"));
+}
+
+// `diff_rank_seed`: each rank's seed is the job's plus its rank (MMEngine's
+// rule), so dropout draws differently on each rank; without it every rank
+// draws the same masks. 2-rank ddp, one iteration with dropout 0.5.
+TEST_F(LifecycleTest, DiffRankSeedOffsetsEachRanksSeedByItsRank) {
+  auto launch = [&](const std::string& name, const std::string& extra) {
+    dir.write(name + ".yaml",
+              "work_dir: " + (dir / name).string() +
+                  "\n"
+                  "seed: 3\n"
+                  "model: {type: mlp, in_features: 8, hidden: [16], num_classes: 3, dropout: 0.5}\n"
+                  "data:\n" +
+                  kTrainData +
+                  "optim_wrapper: {optimizer: {type: SGD, lr: 0.1}}\n"
+                  "train_cfg: {by_epoch: false, max_iters: 1}\n"
+                  "strategy: {type: ddp}\n"
+                  "hooks: [{type: checkpoint, by_epoch: false, interval: 1}]\n"
+                  "dist: {timeout_s: 30}\n" +
+                  extra);
+    return rh::test::run_command(
+        "cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH RH_LOG_ALL_RANKS=1 " +
+        quote(RH_RUNNER_HOST) + " --config " + name + ".yaml --nproc-per-node 2 --master-port " +
+        std::to_string(rh::test::free_port()));
+  };
+  auto same = launch("same", "");
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_THAT(same.output, HasSubstr(", seed 3, rank 1 of 2")) << same.output;
+  auto again = launch("again", "diff_rank_seed: false\n");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  auto offset = launch("offset", "diff_rank_seed: true\n");
+  ASSERT_EQ(offset.exit_code, 0) << offset.output;
+  EXPECT_THAT(offset.output, HasSubstr(", seed 3, rank 0 of 2"));
+  EXPECT_THAT(offset.output, HasSubstr(", seed 4, rank 1 of 2"));
+  EXPECT_EQ(file_bytes(dir / "same/iter_1/model.safetensors"),
+            file_bytes(dir / "again/iter_1/model.safetensors"));
+  EXPECT_NE(file_bytes(dir / "same/iter_1/model.safetensors"),
+            file_bytes(dir / "offset/iter_1/model.safetensors"))
+      << "rank 1's dropout masks did not change with its seed";
+}
+
+// `deterministic: true` is torch.use_deterministic_algorithms(True): an op
+// without a deterministic kernel raises. The probe model's forward calls
+// Tensor.put_ (accumulate=False), such an op even on the CPU
+// (tests/data/model/make_deterministic_probe_scripted.cpp): it trains
+// without the key and with `false`, and stops with PyTorch's message with
+// `true`.
+TEST_F(LifecycleTest, DeterministicMakesAnOpWithoutADeterministicKernelAnError) {
+  const fs::path probe =
+      (fs::path(RH_LIFECYCLE_GOLDEN_DIR) / "../../data/model/deterministic_probe_scripted.pt")
+          .lexically_normal();
+  ASSERT_TRUE(fs::exists(probe)) << probe;
+  Job job;
+  job.val = false;
+  job.model = "model: {type: torchscript, path: " + probe.string() + ", num_classes: 3}\n";
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 2}\n";
+  run_ok(job, "", "default");
+  run_ok(job, "--set deterministic=false", "off");
+  auto on = run(job, "--set deterministic=true", "on");
+  EXPECT_EQ(on.exit_code, 1) << on.output;
+  EXPECT_THAT(on.output, HasSubstr("put_ does not have a deterministic implementation"));
+}
+
+// `log_level`: the job's level (default info) decides what is logged, from
+// plugins too; --log-level wins over it.
+TEST_F(LifecycleTest, TheJobsLogLevelSetsWhatIsLoggedAndTheFlagWins) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 1}\n";
+  // helper_hook logs "helper_hook: threshold=..." at debug after the run.
+  job.hooks = "  - {type: helper_hook, plugin: " + test_plugin("helper_hook").string() + "}\n";
+  const std::string info = "[info] strategy single on ";
+  const std::string debug = "[debug] [hook helper_hook] helper_hook: threshold=1.000000";
+  auto plain = run(job, "", "plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_THAT(plain.output, HasSubstr(info));
+  EXPECT_THAT(plain.output, Not(HasSubstr("[debug]")));
+  job.extra = "log_level: debug\n";
+  auto verbose = run(job, "", "debug");
+  ASSERT_EQ(verbose.exit_code, 0) << verbose.output;
+  EXPECT_THAT(verbose.output, HasSubstr(info));
+  EXPECT_THAT(verbose.output, HasSubstr(debug));
+  auto flag = run(job, "--log-level warn", "flag");
+  ASSERT_EQ(flag.exit_code, 0) << flag.output;
+  EXPECT_THAT(flag.output, Not(HasSubstr("[info]")));
+  EXPECT_THAT(flag.output, Not(HasSubstr("[debug]")));
+  job.extra = "log_level: warn\n";
+  auto quiet = run(job, "", "warn");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_THAT(quiet.output, Not(HasSubstr("[info]")));
+  EXPECT_THAT(quiet.output, Not(HasSubstr("[debug]")));
+}
+
+// `hooks[].priority`: handlers run in ascending priority (a number or
+// MMEngine's level names; without the key, the plugin's own, 30 for
+// helper_hook), equal priorities in job-file order. Each helper_hook logs
+// its threshold at after_run: the order of those lines is the dispatch order.
+TEST_F(LifecycleTest, HooksRunInAscendingPriorityAndEqualOnesInJobOrder) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 1}\n";
+  job.extra = "log_level: debug\n";
+  const std::string helper =
+      "  - {type: helper_hook, plugin: " + test_plugin("helper_hook").string();
+  job.hooks = helper + ", threshold: 1, priority: VERY_LOW}\n" +  // 90
+              helper + ", threshold: 2, priority: 10}\n" +        //
+              helper + ", threshold: 3}\n" +                      // the plugin's 30
+              helper + ", threshold: 4, priority: HIGH}\n";       // 30, after it in the file
+  auto r = run(job);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<size_t> at;
+  for (const char* t : {"threshold=2.0", "threshold=3.0", "threshold=4.0", "threshold=1.0"}) {
+    at.push_back(r.output.find(t));
+    ASSERT_NE(at.back(), std::string::npos) << t << "\n" << r.output;
+  }
+  EXPECT_TRUE(std::is_sorted(at.begin(), at.end())) << r.output;
+}
+
+// `checkpoint_io.plugin`: the checkpoint IO is the one that library
+// provides (helper_io, whose Save refuses): the save fails naming it, and
+// nothing is published.
+TEST_F(LifecycleTest, TheCheckpointIoOfItsPluginPathIsTheOneThatSaves) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 1}\n";
+  job.hooks = "  - {type: checkpoint, by_epoch: false, interval: 1}\n";
+  const fs::path library = test_plugin("helper_hook");
+  job.extra = "checkpoint_io: {type: helper_io, plugin: " + library.string() + "}\n";
+  auto r = run(job);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("checkpoint_io 'helper_io' (rh_test_helper_hook, " +
+                                  library.string() + ")"));
+  EXPECT_THAT(r.output, HasSubstr("helper_io cannot save 'model' (test plugin)"));
+  EXPECT_FALSE(fs::exists(dir / "work/iter_1"));
+}
+
+// The epochs (or iterations) a train-mode run validates after, from the
+// metrics hook's val lines.
+std::vector<int> val_points(const fs::path& metrics, const std::string& counter) {
+  std::vector<int> points;
+  std::istringstream in(rh::test::read_file(metrics));
+  const std::regex value("\"" + counter + "\": ([0-9]+)");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (line.find("\"mode\": \"val\"") != std::string::npos && std::regex_search(line, m, value))
+      points.push_back(std::stoi(m[1]));
+  }
+  return points;
+}
+
+// `train_cfg.val_interval` and `train_cfg.val_begin`: MMEngine's rule,
+// validate from val_begin on, every val_interval, and at the end; by epoch
+// and by iteration.
+TEST_F(LifecycleTest, ValidationFollowsValBeginAndValInterval) {
+  Job job;
+  job.hooks = "  - {type: metrics}\n";
+  job.train_cfg = "train_cfg: {by_epoch: true, max_epochs: 5, val_interval: 2}\n";
+  run_ok(job, "", "every2");
+  EXPECT_EQ(val_points(dir / "every2/metrics.jsonl", "epoch"), (std::vector<int>{2, 4, 5}));
+  job.train_cfg = "train_cfg: {by_epoch: true, max_epochs: 5, val_interval: 2, val_begin: 3}\n";
+  run_ok(job, "", "from3");
+  EXPECT_EQ(val_points(dir / "from3/metrics.jsonl", "epoch"), (std::vector<int>{4, 5}));
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 7, val_interval: 3, val_begin: 4}\n";
+  run_ok(job, "", "iters");
+  EXPECT_EQ(val_points(dir / "iters/metrics.jsonl", "iter"), (std::vector<int>{6, 7}));
+}
+
+// `dist.backend`: the communicator's backend (gloo for CPU tensors, nccl
+// for CUDA ones). ddp in one process (a world of one) still builds one: the
+// log names gloo; nccl runs where it can (a GPU and NCCL), else it is
+// refused naming the backend, never silently replaced by gloo.
+TEST_F(LifecycleTest, DistBackendChoosesTheCommunicator) {
+  Job job;
+  job.val = false;
+  job.train_cfg = "train_cfg: {by_epoch: false, max_iters: 1}\n";
+  auto alone = [&](const std::string& backend, const std::string& work) {
+    // gloo on the CPU; nccl on the device ddp picks (a GPU where there is one).
+    job.extra =
+        backend == "gloo" ? "strategy: {type: ddp, device: cpu}\n" : "strategy: {type: ddp}\n";
+    dir.write("job.yaml", "work_dir: " + (dir / work).string() + "\n" + job.yaml());
+    return rh::test::run_command(
+        "cd " + quote(dir.path().string()) +
+        " && env -u RH_PLUGIN_PATH -u RANK -u WORLD_SIZE -u SLURM_PROCID -u OMPI_COMM_WORLD_RANK " +
+        quote(RH_RUNNER_HOST) + " --config job.yaml --set dist.backend=" + backend);
+  };
+  auto gloo = alone("gloo", "gloo");
+  ASSERT_EQ(gloo.exit_code, 0) << gloo.output;
+  EXPECT_THAT(gloo.output, HasSubstr("rank 0 of 1 (gloo backend, all_reduce through"));
+  auto nccl = alone("nccl", "nccl");
+  EXPECT_THAT(nccl.output, Not(HasSubstr("gloo backend"))) << nccl.output;
+  if (nccl.exit_code == 0) {
+    EXPECT_THAT(nccl.output, HasSubstr("rank 0 of 1 (nccl backend, all_reduce through"));
+  } else {
+    EXPECT_EQ(nccl.exit_code, 1) << nccl.output;
+    EXPECT_THAT(nccl.output, HasSubstr("backend 'nccl'")) << nccl.output;
+  }
 }
 
 }  // namespace

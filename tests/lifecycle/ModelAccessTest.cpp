@@ -251,4 +251,52 @@ TEST(ModelAccessTest, ReleaseGradDropsTheGradientAndItsView) {
   EXPECT_EQ(access.held_views(), held - 1);
 }
 
+// A model with a parameter outside every unit (`scale`, used after them).
+class RootParamModel final : public rh::model::Model {
+ public:
+  at::Tensor forward(const at::Tensor& x) override {
+    enter_unit(0);
+    at::Tensor h = exit_unit(0, x.matmul(a_));
+    enter_unit(1);
+    h = exit_unit(1, h.matmul(b_));
+    return h * scale_;
+  }
+  std::vector<rh::model::NamedTensor> named_parameters() override {
+    return {{"a.w", a_}, {"b.w", b_}, {"scale", scale_}};
+  }
+  std::vector<rh::model::NamedTensor> named_buffers() override { return {}; }
+  std::vector<rh::model::Unit> units() const override {
+    return {{"a", {"a.w"}, {}}, {"b", {"b.w"}, {}}};
+  }
+  void train(bool) override {}
+  void to(const at::Device&) override {}
+  rh::model::Task task() const override { return rh::model::Task::Classification; }
+
+ private:
+  at::Tensor a_ = torch::randn({3, 3}).requires_grad_();
+  at::Tensor b_ = torch::randn({3, 2}).requires_grad_();
+  at::Tensor scale_ = torch::ones({1}).requires_grad_();
+};
+
+// One rule for a parameter no unit declares (ABI 1.8): unit -1, as fsdp and
+// the host's checkpoints treat it (the root), and its gradient holds back no
+// unit's POST_BACKWARD.
+TEST(ModelAccessTest, AParameterInNoUnitIsUnitMinusOne) {
+  RootParamModel model;
+  ModelAccess access(model);
+  rh_Model* m = access.handle();
+  EXPECT_EQ(param_info(access, m, 0, false).unit, 0);
+  EXPECT_EQ(param_info(access, m, 1, false).unit, 1);
+  EXPECT_EQ(param_info(access, m, 2, false).unit, -1);
+  std::vector<std::string> events;
+  for (int32_t u = 0; u < 2; ++u)
+    ASSERT_EQ(
+        access.api()->Model_AddUnitCallback(m, u, RH_UNIT_POST_BACKWARD, &record_phase, &events),
+        nullptr);
+  access.begin_backward();
+  model.forward(torch::randn({4, 3})).sum().backward();
+  access.end_backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"b1", "b0"}));
+}
+
 }  // namespace

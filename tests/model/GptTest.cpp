@@ -55,6 +55,25 @@ TEST(GptTest, MoreTokensThanBlockSizeIsAnError) {
   EXPECT_THROW(model->forward(torch::zeros({1, 3})), std::invalid_argument);  // float ids
 }
 
+// model.mlp_ratio and model.dropout, as for vit: the blocks' MLP width, and
+// dropout only while training.
+TEST(GptTest, MlpRatioSetsTheHiddenWidthAndDropoutActsOnlyInTraining) {
+  auto wide = build(std::string(kTinyGpt) + "\nmlp_ratio: 2");
+  bool found = false;
+  for (const NamedTensor& p : wide->named_parameters())
+    if (p.name == "blocks.0.mlp.fc1.weight") {
+      EXPECT_EQ(p.tensor.sizes(), at::IntArrayRef({32, 16}));
+      found = true;
+    }
+  EXPECT_TRUE(found);
+  auto dropped = build(std::string(kTinyGpt) + "\ndropout: 0.5");
+  const at::Tensor tokens = torch::randint(0, 11, {2, 6});
+  torch::NoGradGuard no_grad;
+  EXPECT_FALSE(torch::allclose(dropped->forward(tokens), dropped->forward(tokens)));
+  dropped->train(false);
+  EXPECT_TRUE(torch::equal(dropped->forward(tokens), dropped->forward(tokens)));
+}
+
 TEST(GptTest, TiedHeadSharesTheTokenEmbedding) {
   auto untied = build(kTinyGpt);
   auto tied = build(std::string(kTinyGpt) + "\ntie_weights: true");

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
+
 #include "model/ModelTestUtil.hpp"
 
 namespace rh::model::test {
@@ -49,6 +51,31 @@ TEST(MlpTest, DropoutOnlyInTraining) {
   EXPECT_FALSE(torch::equal(model->forward(x), model->forward(x)));
   model->train(false);
   EXPECT_TRUE(torch::equal(model->forward(x), model->forward(x)));
+}
+
+// model.activation: the function between the layers, as the job names it
+// (relu by default): the logits equal head(act(layers.0(x))) computed here
+// from the same weights.
+TEST(MlpTest, TheActivationBetweenLayersIsTheOneTheJobNames) {
+  torch::manual_seed(3);
+  const at::Tensor x = torch::randn({4, 3}) * 2;
+  std::map<std::string, at::Tensor> logits;
+  for (const std::string act : {"", "relu", "gelu", "tanh"}) {
+    auto model = build("type: mlp\nin_features: 3\nhidden: [5]\nnum_classes: 2" +
+                       (act.empty() ? std::string() : "\nactivation: " + act));
+    const std::vector<NamedTensor> p = model->named_parameters();
+    ASSERT_EQ(p[0].name, "layers.0.weight");
+    torch::NoGradGuard no_grad;
+    at::Tensor h = torch::addmm(p[1].tensor, x, p[0].tensor.t());
+    h = act == "gelu" ? torch::gelu(h) : act == "tanh" ? torch::tanh(h) : torch::relu(h);
+    const at::Tensor want = torch::addmm(p[3].tensor, h, p[2].tensor.t());
+    logits[act] = model->forward(x);
+    EXPECT_TRUE(torch::allclose(logits[act], want, 1e-5, 1e-6)) << "activation '" << act << "'";
+  }
+  EXPECT_TRUE(torch::equal(logits[""], logits["relu"]));  // the default
+  EXPECT_FALSE(torch::allclose(logits["relu"], logits["gelu"]));
+  EXPECT_FALSE(torch::allclose(logits["relu"], logits["tanh"]));
+  EXPECT_FALSE(torch::allclose(logits["gelu"], logits["tanh"]));
 }
 
 TEST(MlpTest, WrongInputWidthNamesTheExpectedShape) {

@@ -53,6 +53,57 @@ TEST(VitTest, ClassTokenSeesEveryPatch) {
   EXPECT_FALSE(torch::allclose(model->forward(x), before));
 }
 
+// model.mlp_ratio: every block's MLP is dim x mlp_ratio wide (rounded).
+TEST(VitTest, MlpRatioSetsTheHiddenWidthOfEveryBlock) {
+  auto model = build(
+      "type: vit\nimage_size: 8\npatch_size: 4\ndim: 16\ndepth: 2\nheads: 2\nnum_classes: 3\n"
+      "mlp_ratio: 3");
+  int seen = 0;
+  for (const NamedTensor& p : model->named_parameters()) {
+    if (p.name.find(".mlp.fc1.weight") != std::string::npos) {
+      EXPECT_EQ(p.tensor.sizes(), at::IntArrayRef({48, 16})) << p.name;
+      ++seen;
+    }
+    if (p.name.find(".mlp.fc2.weight") != std::string::npos) {
+      EXPECT_EQ(p.tensor.sizes(), at::IntArrayRef({16, 48})) << p.name;
+    }
+  }
+  EXPECT_EQ(seen, 2);
+  auto rounded = build(std::string(kTinyVit) + "\nmlp_ratio: 1.5");
+  EXPECT_EQ(rounded->named_parameters()[12].tensor.sizes(), at::IntArrayRef({24, 16}));
+}
+
+// model.heads: the attention is split into that many heads. The weights
+// are the same for 1, 2 and 4 heads (one seed, same shapes); the logits are not.
+TEST(VitTest, HeadsSplitTheAttention) {
+  const std::string base =
+      "type: vit\nimage_size: 8\npatch_size: 4\ndim: 16\ndepth: 1\nnum_classes: 3\nheads: ";
+  auto one = build(base + "1");
+  auto two = build(base + "2");
+  auto four = build(base + "4");
+  for (auto* m : {one.get(), two.get(), four.get()}) m->train(false);
+  const std::vector<at::Tensor> w1 = snapshot(*one), w2 = snapshot(*two);
+  ASSERT_EQ(w1.size(), w2.size());
+  for (size_t i = 0; i < w1.size(); ++i) EXPECT_TRUE(torch::equal(w1[i], w2[i])) << i;
+  const at::Tensor x = torch::randn({2, 3, 8, 8});
+  torch::NoGradGuard no_grad;
+  EXPECT_FALSE(torch::allclose(one->forward(x), two->forward(x)));
+  EXPECT_FALSE(torch::allclose(two->forward(x), four->forward(x)));
+}
+
+// model.dropout: random in training (two forwards of one input differ),
+// none in evaluation.
+TEST(VitTest, DropoutActsOnlyInTraining) {
+  auto model = build(std::string(kTinyVit) + "\ndropout: 0.5");
+  const at::Tensor x = torch::randn({2, 3, 8, 8});
+  torch::NoGradGuard no_grad;
+  EXPECT_FALSE(torch::allclose(model->forward(x), model->forward(x)));
+  model->train(false);
+  EXPECT_TRUE(torch::equal(model->forward(x), model->forward(x)));
+  auto plain = build(kTinyVit);  // default 0: training is deterministic too
+  EXPECT_TRUE(torch::equal(plain->forward(x), plain->forward(x)));
+}
+
 TEST(VitTest, OtherImageSizesAreAnError) {
   auto model = build(kTinyVit);
   try {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "config/YamlReader.hpp"
+#include "optim/GradScaler.hpp"
 #include "optim/OptimSchema.hpp"
 
 namespace rh::optim {
@@ -151,6 +152,56 @@ TEST(OptimSchemaTest, CrossKeyRules) {
   EXPECT_EQ(errors_of("param_scheduler:\n  - {type: PolyLR}\n"), Messages{});
 }
 
+// MMPretrain's LearningRateDecayOptimWrapperConstructor: its key only with
+// it, and no lr multiplier beside it (MMPretrain drops them there).
+TEST(OptimSchemaTest, LayerDecayKeysAreCheckedAgainstTheConstructor) {
+  EXPECT_EQ(errors_of("optim_wrapper:\n  optimizer: {type: AdamW, weight_decay: 0.05}\n"
+                      "  constructor: LearningRateDecayOptimWrapperConstructor\n"
+                      "  paramwise_cfg: {layer_decay_rate: 0.75, norm_decay_mult: 0.0, "
+                      "custom_keys: {.pos_embed: {decay_mult: 0.0}}}\n"),
+            Messages{});
+  EXPECT_EQ(errors_of("optim_wrapper:\n  optimizer: {type: AdamW}\n"
+                      "  paramwise_cfg: {layer_decay_rate: 0.75}\n"),
+            Messages{"job.yaml:3:37: optim_wrapper.paramwise_cfg.layer_decay_rate: "
+                     "layer_decay_rate needs constructor: LearningRateDecayOptimWrapperConstructor "
+                     "(optim_wrapper.constructor)"});
+  const auto lr_mults = errors_of(
+      "optim_wrapper:\n  optimizer: {type: AdamW}\n"
+      "  constructor: LearningRateDecayOptimWrapperConstructor\n"
+      "  paramwise_cfg: {bias_lr_mult: 2.0, custom_keys: {head: {lr_mult: 10.0}}}\n");
+  ASSERT_EQ(lr_mults.size(), 2u);
+  EXPECT_NE(lr_mults[0].find("paramwise_cfg.bias_lr_mult: LearningRateDecayOptimWrapperConstructor "
+                             "sets every lr from its layer"),
+            std::string::npos)
+      << lr_mults[0];
+  EXPECT_NE(lr_mults[1].find("custom_keys.head.lr_mult: LearningRateDecayOptimWrapperConstructor"),
+            std::string::npos)
+      << lr_mults[1];
+}
+
+TEST(OptimSchemaTest, LayerDepthsFollowMmpretrainsRule) {
+  const LayerDepths d = layer_depths({"embed.cls_token", "embed.patch.weight", "blocks.0.attn.w",
+                                      "blocks.1.norm1.weight", "blocks.10.mlp.fc1.weight",
+                                      "head.norm.weight", "head.fc.bias"});
+  EXPECT_EQ(d.blocks, 11);
+  EXPECT_EQ(d.count, 13);  // blocks + 2
+  EXPECT_EQ(d.id.at("embed.cls_token"), 0);
+  EXPECT_EQ(d.id.at("embed.patch.weight"), 0);
+  EXPECT_EQ(d.id.at("blocks.0.attn.w"), 1);
+  EXPECT_EQ(d.id.at("blocks.1.norm1.weight"), 2);
+  EXPECT_EQ(d.id.at("blocks.10.mlp.fc1.weight"), 11);
+  EXPECT_EQ(d.id.at("head.norm.weight"), 12);
+  EXPECT_EQ(d.id.at("head.fc.bias"), 12);
+  // TorchScript names: layers.<i> at any depth; "sublayers.0" is no block.
+  const LayerDepths t =
+      layer_depths({"stem.w", "encoder.layers.0.w", "encoder.layers.1.w", "x.sublayers.0.w"});
+  EXPECT_EQ(t.blocks, 2);
+  EXPECT_EQ(t.id.at("stem.w"), 0);
+  EXPECT_EQ(t.id.at("encoder.layers.1.w"), 2);
+  EXPECT_EQ(t.id.at("x.sublayers.0.w"), 3);
+  EXPECT_EQ(layer_depths({"fc.weight", "fc.bias"}).blocks, 0);
+}
+
 // AmpOptimWrapper: MMEngine's keys as its configs write them, read into the
 // settings the runner builds the scaler from; its keys refused elsewhere.
 TEST(OptimSchemaTest, AmpOptimWrapperTakesMmengineKeys) {
@@ -187,6 +238,35 @@ TEST(OptimSchemaTest, AmpOptimWrapperTakesMmengineKeys) {
   EXPECT_EQ(custom->scaler.init_scale, 8.0);
   EXPECT_EQ(custom->scaler.growth_interval, 3);
   EXPECT_EQ(custom->scaler.backoff_factor, 0.5);
+}
+
+// loss_scale as a map: each of its four keys reaches the scaler the runner
+// builds (GradScaler(settings.scaler)): it starts at init_scale, grows by
+// growth_factor after growth_interval clean steps, and backs off by
+// backoff_factor on an overflow.
+TEST(OptimSchemaTest, LossScaleMapSetsEveryRuleOfTheScaler) {
+  const NodePtr root = config::parse_yaml(
+      "optim_wrapper: {type: AmpOptimWrapper, loss_scale: {init_scale: 8, growth_factor: 4, "
+      "backoff_factor: 0.25, growth_interval: 2}, optimizer: {type: Adam}}\n",
+      "job.yaml");
+  const auto settings = read_amp_settings(*root->find("optim_wrapper"));
+  ASSERT_TRUE(settings.has_value());
+  GradScaler scaler(settings->scaler);
+  EXPECT_EQ(scaler.scale(), 8.0);  // init_scale
+  scaler.update(false, 0);
+  EXPECT_EQ(scaler.scale(), 8.0);
+  scaler.update(false, 1);          // growth_interval 2 clean steps
+  EXPECT_EQ(scaler.scale(), 32.0);  // x growth_factor 4
+  scaler.update(true, 2);
+  EXPECT_EQ(scaler.scale(), 8.0);  // x backoff_factor 0.25
+  // A number is a static scale (MMEngine's loss_scale: <number>).
+  const NodePtr fixed = config::parse_yaml(
+      "optim_wrapper: {type: AmpOptimWrapper, loss_scale: 16, optimizer: {type: Adam}}\n",
+      "job.yaml");
+  GradScaler still(read_amp_settings(*fixed->find("optim_wrapper"))->scaler);
+  still.update(true, 0);
+  still.update(false, 1);
+  EXPECT_EQ(still.scale(), 16.0);
 }
 
 TEST(OptimSchemaTest, AmpKeysAreRefusedWhereTheyCannotApply) {

@@ -100,6 +100,22 @@ class PluginRegistryTest : public ::testing::Test {
   std::string plugin_key(const std::string& name) {
     return "plugin: " + test_plugin(name).string();
   }
+  // Creates the strategy described by `yaml` (`strategy: <yaml>`).
+  std::unique_ptr<StrategyInstance> create_strategy(const std::string& yaml) {
+    fs::path job = dir.write("job.yaml", "model: {type: mlp}\nstrategy: " + yaml + "\n");
+    job_ = rh::config::load_job(job.string(), {});
+    ComponentFactory factory(registry, services, dir.path(), (dir / "work").string());
+    factory.load_explicit_plugins(*job_.root);
+    return factory.create_strategy(*job_.root->find("strategy"));
+  }
+  std::string create_strategy_error(const std::string& yaml) {
+    try {
+      create_strategy(yaml);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "(created)";
+  }
 
   rh::config::Job job_;
 };
@@ -466,6 +482,69 @@ TEST_F(PluginRegistryTest, RelativeSearchPathEntryResolvesAgainstTheJobFileNotTh
   const Component* c = registry.find(RH_COMPONENT_HOOK, "marker");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->plugin->path, fs::canonical(dir / "jobs/librh_hook_marker.so"));
+}
+
+// MMEngine's strategy names (issue 31, item 2): a type no plugin provides
+// that is MMEngine's name for one of runner-host's is that type, said in
+// one log line; the instance is runner-host's (its type, checkpoints).
+// Before: "no strategy plugin provides type 'DDPStrategy'".
+TEST_F(PluginRegistryTest, MmenginesStrategyNamesAreRunnerHostsTypes) {
+  registry.set_search_path({{fs::path(RH_PLUGIN_OUTPUT_DIR), "install"}});
+  for (const auto& [name, type] : std::vector<std::pair<std::string, std::string>>{
+           {"SingleDeviceStrategy", "single"}, {"DDPStrategy", "ddp"}}) {
+    LogCapture log;
+    auto strategy = create_strategy("{type: " + name + "}");
+    EXPECT_EQ(strategy->type(), type);
+    EXPECT_THAT(strategy->what(), HasSubstr("librh_strategy_" + type + ".so"));
+    EXPECT_THAT(log.text(), HasSubstr("[info] strategy type " + name +
+                                      " (MMEngine's name) is runner-host's " + type));
+  }
+  // A misspelt one gets the alias suggested, and the error lists them.
+  const std::string msg = create_strategy_error("{type: DDPStrategie}");
+  EXPECT_THAT(msg, HasSubstr("no strategy plugin provides type 'DDPStrategie' (did you mean "
+                             "'DDPStrategy'?)"));
+  EXPECT_THAT(msg, HasSubstr("; MMEngine's strategy names: SingleDeviceStrategy (single), "
+                             "DDPStrategy (ddp), DeepSpeedStrategy (zero), FSDPStrategy (fsdp), "
+                             "ColossalAIStrategy (refused);"));
+  // An alias whose type no plugin provides says both names.
+  registry.set_search_path({{dir / "nothing", "install"}});
+  EXPECT_THAT(create_strategy_error("{type: DeepSpeedStrategy}"),
+              HasSubstr("strategy.type: no strategy plugin provides type 'zero' (the type of "
+                        "DeepSpeedStrategy, MMEngine's name for it); available: "));
+}
+
+TEST_F(PluginRegistryTest, ColossalAiStrategyIsRefusedSayingWhatToUseInstead) {
+  registry.set_search_path({{fs::path(RH_PLUGIN_OUTPUT_DIR), "install"}});
+  EXPECT_EQ(create_strategy_error("{type: ColossalAIStrategy}"),
+            (dir / "job.yaml").string() +
+                ":2:18: strategy.type: strategy type 'ColossalAIStrategy': MMEngine's "
+                "ColossalAIStrategy trains through Colossal-AI (its Gemini and low-level ZeRO, "
+                "heterogeneous memory, hybrid parallelism); runner-host has no Colossal-AI: use "
+                "zero (ZeRO stages 1-3, MMEngine's DeepSpeedStrategy) or fsdp (MMEngine's "
+                "FSDPStrategy) instead");
+}
+
+// A plugin that provides a type of an alias's very name wins: on the search
+// path under that name, or named with plugin:. The log says so.
+TEST_F(PluginRegistryTest, APluginProvidingAnAliasesNameWinsOverTheAlias) {
+  fs::create_directories(dir / "plugins");
+  fs::copy_file(test_plugin("rh_test_alias_named_strategy"),
+                dir / "plugins/librh_strategy_DeepSpeedStrategy.so");
+  registry.set_search_path(
+      {{dir / "plugins", "--plugin-path"}, {fs::path(RH_PLUGIN_OUTPUT_DIR), "install"}});
+  LogCapture log;
+  auto strategy = create_strategy("{type: DeepSpeedStrategy}");
+  EXPECT_EQ(strategy->type(), "DeepSpeedStrategy");
+  const std::string path = fs::canonical(dir / "plugins/librh_strategy_DeepSpeedStrategy.so");
+  EXPECT_THAT(strategy->what(), HasSubstr(path));
+  EXPECT_THAT(log.text(), HasSubstr("[info] strategy type DeepSpeedStrategy: " + path +
+                                    " provides it, so it is that plugin's, not MMEngine's name "
+                                    "for runner-host's zero"));
+  EXPECT_THAT(log.text(), Not(HasSubstr("is runner-host's zero")));
+  auto named = create_strategy("{type: DeepSpeedStrategy, " +
+                               plugin_key("rh_test_alias_named_strategy") + "}");
+  EXPECT_EQ(named->type(), "DeepSpeedStrategy");
+  EXPECT_THAT(named->what(), HasSubstr(fs::canonical(test_plugin("rh_test_alias_named_strategy"))));
 }
 
 TEST(SearchPathTest, RelativeEntryWithoutAJobFileIsRefused) {

@@ -35,7 +35,11 @@ class View {
   virtual ~View() = default;
   virtual bool is_null() const = 0;
   virtual bool is_map() const = 0;
+  virtual bool is_sequence() const = 0;
   virtual std::vector<std::string> keys() const = 0;
+  // Item `i` of a sequence (i < size()).
+  virtual size_t size() const = 0;
+  virtual std::unique_ptr<View> item(size_t i) const = 0;
   // The child at `key` (which keys() listed).
   virtual std::unique_ptr<View> child(const std::string& key) const = 0;
   // Where the key itself was written, for errors about the key.
@@ -43,6 +47,10 @@ class View {
   virtual bool as_bool() const = 0;
   virtual double as_number() const = 0;
   virtual std::string as_string() const = 0;
+  // DeepSpeed's "auto" (a string in JSON, a plain scalar in YAML).
+  virtual bool is_auto() const = 0;
+  // The value as written, for messages: true, 2, 'cpu', a map.
+  virtual std::string written() const = 0;
   // "file:line:col: key.path"
   virtual std::string where() const = 0;
   // True for the JSON file (changes how unknown keys are phrased).
@@ -57,10 +65,15 @@ class ConfigView : public View {
   explicit ConfigView(rh::Config c) : c_(c) {}
   bool is_null() const override { return c_.kind() == RH_CONFIG_NULL; }
   bool is_map() const override { return c_.kind() == RH_CONFIG_MAP; }
+  bool is_sequence() const override { return c_.kind() == RH_CONFIG_SEQUENCE; }
   std::vector<std::string> keys() const override {
     std::vector<std::string> out;
     for (size_t i = 0; i < c_.size(); ++i) out.push_back(c_.key_at(i));
     return out;
+  }
+  size_t size() const override { return c_.size(); }
+  std::unique_ptr<View> item(size_t i) const override {
+    return std::make_unique<ConfigView>(c_.at(i));
   }
   std::unique_ptr<View> child(const std::string& key) const override {
     return std::make_unique<ConfigView>(c_.child(key));
@@ -74,6 +87,21 @@ class ConfigView : public View {
     return c_.as<double>();
   }
   std::string as_string() const override { return c_.as<std::string>(); }
+  bool is_auto() const override {
+    return c_.kind() == RH_CONFIG_SCALAR && c_.as<std::string>() == "auto";
+  }
+  std::string written() const override {
+    switch (c_.kind()) {
+      case RH_CONFIG_SCALAR:
+        return c_.as<std::string>();
+      case RH_CONFIG_MAP:
+        return "a map";
+      case RH_CONFIG_SEQUENCE:
+        return "a list";
+      default:
+        return "null";
+    }
+  }
   std::string where() const override { return c_.location() + ": " + c_.path(); }
   bool from_file() const override { return false; }
 
@@ -91,10 +119,15 @@ class JsonView : public View {
       : v_(v), file_(std::move(file)), path_(std::move(path)) {}
   bool is_null() const override { return v_.kind == JsonValue::Kind::Null; }
   bool is_map() const override { return v_.kind == JsonValue::Kind::Object; }
+  bool is_sequence() const override { return v_.kind == JsonValue::Kind::Array; }
   std::vector<std::string> keys() const override {
     std::vector<std::string> out;
     for (const auto& m : v_.members) out.push_back(m.key);
     return out;
+  }
+  size_t size() const override { return v_.items.size(); }
+  std::unique_ptr<View> item(size_t i) const override {
+    return std::make_unique<JsonView>(v_.items[i], file_, child_path(std::to_string(i)));
   }
   std::unique_ptr<View> child(const std::string& key) const override {
     return std::make_unique<JsonView>(*v_.find(key), file_, child_path(key));
@@ -115,6 +148,19 @@ class JsonView : public View {
   std::string as_string() const override {
     if (v_.kind != JsonValue::Kind::String) type_error("a string");
     return v_.text;
+  }
+  bool is_auto() const override { return v_.kind == JsonValue::Kind::String && v_.text == "auto"; }
+  std::string written() const override {
+    switch (v_.kind) {
+      case JsonValue::Kind::Bool:
+        return v_.boolean ? "true" : "false";
+      case JsonValue::Kind::Number:
+        return v_.text;
+      case JsonValue::Kind::String:
+        return "\"" + v_.text + "\"";
+      default:
+        return v_.kind_name();
+    }
   }
   std::string where() const override { return position(v_.line, v_.column) + ": " + path_; }
   bool from_file() const override { return true; }
@@ -141,7 +187,9 @@ class JsonView : public View {
 
 // ---- key tables -------------------------------------------------------------
 
-// DeepSpeed keys that are job keys in runner-host.
+// DeepSpeed keys that are job keys in runner-host. "auto" (Hugging Face's
+// placeholder for the trainer's value) is accepted: the job's value is the
+// one runner-host uses.
 const std::map<std::string, std::string>& job_keys() {
   static const std::map<std::string, std::string> keys = {
       {"train_micro_batch_size_per_gpu", "data.train.batch_size (the batch of one rank)"},
@@ -155,95 +203,217 @@ const std::map<std::string, std::string>& job_keys() {
   return keys;
 }
 
-// DeepSpeed keys runner-host knows and does not implement, per section, with
-// a hint where there is something to say.
-using HintTable = std::map<std::string, std::string>;
+// A DeepSpeed setting that runner-host's zero implements one way only: a
+// value asking for that way is accepted (read; there is nothing to change),
+// any other value is refused naming what it asks for and what zero does.
+struct OneWay {
+  std::function<bool(const View&)> matches;  // throws the value's type error
+  std::string accepted;                      // what may be written: "false", "0"
+  std::string asks;                          // what another value asks for
+  std::string does;                          // what zero does instead
+  bool default_matches = true;               // DeepSpeed's default (what "auto" gives)
+};
 
-const HintTable& unimplemented_zero_keys() {
-  static const HintTable keys = {
-      {"offload_optimizer", ""},
-      {"offload_param", ""},
-      {"cpu_offload", ""},
-      {"cpu_offload_param", ""},
-      {"cpu_offload_use_pin_memory", ""},
-      {"sub_group_size", ""},
-      {"zero_hpz_partition_size", " (ZeRO++)"},
-      {"zero_quantized_weights", " (ZeRO++)"},
-      {"zero_quantized_nontrainable_weights", " (ZeRO++)"},
-      {"zero_quantized_gradients", " (ZeRO++)"},
-      {"zeropp_loco_param", " (ZeRO++)"},
-      {"mics_shard_size", " (MiCS)"},
-      {"mics_hierarchical_params_gather", " (MiCS)"},
-      {"stage3_model_persistence_threshold", ""},
-      {"stage3_max_reuse_distance", ""},
+OneWay must_be(bool want, std::string asks, std::string does, bool default_matches = true) {
+  return {[want](const View& v) { return v.as_bool() == want; }, want ? "true" : "false",
+          std::move(asks), std::move(does), default_matches};
+}
+
+// Either value asks for nothing zero does not do.
+OneWay any_bool() {
+  return {[](const View& v) {
+            static_cast<void>(v.as_bool());
+            return true;
+          },
+          "true or false", "", ""};
+}
+
+OneWay number_where(std::function<bool(double)> ok, std::string accepted, std::string asks,
+                    std::string does, bool default_matches = true) {
+  return {[ok](const View& v) { return ok(v.as_number()); }, std::move(accepted), std::move(asks),
+          std::move(does), default_matches};
+}
+
+using OneWayTable = std::map<std::string, OneWay>;
+
+const OneWayTable& one_way_zero_keys() {
+  static const std::string no_offload = "there is no CPU offload";
+  static const std::string gathered_whole =
+      "rank 0 always writes the whole model, gathered one unit at a time";
+  static const OneWayTable keys = {
+      {"cpu_offload", must_be(false,
+                              "CPU offload of the optimizer state (DeepSpeed's old name for "
+                              "offload_optimizer: {device: cpu})",
+                              "the optimizer state stays in each rank's device memory")},
+      {"cpu_offload_param", must_be(false, "CPU offload of the parameters",
+                                    "each rank's partitions stay in its device memory")},
+      {"cpu_offload_use_pin_memory",
+       must_be(false, "pinned host memory for CPU offload", no_offload)},
+      {"round_robin_gradients",
+       must_be(false, "round-robin gradient copies for CPU offload", no_offload)},
+      {"allgather_partitions",
+       must_be(true, "a series of broadcasts to gather the updated partitions",
+               "the updated partitions are all-gathered, in allgather_bucket_size pieces")},
+      {"use_multi_rank_bucket_allreduce",
+       must_be(true, "a reduce per rank instead of one all-reduce of the combined buckets",
+               "with reduce_scatter: false each group is all-reduced whole")},
+      {"load_from_fp32_weights", must_be(true, "masters taken from the 16-bit weights on resume",
+                                         "a resume reads the float32 masters from the checkpoint")},
+      {"elastic_checkpoint", any_bool()},  // zero's checkpoints resume on any world size
+      {"ignore_unused_parameters", must_be(true, "an error for a parameter that gets no gradient",
+                                           "a parameter without a gradient counts as zeros")},
+      {"legacy_stage1", must_be(false, "DeepSpeed's legacy stage 1 implementation",
+                                "stage 1 is DeepSpeed's current one")},
+      {"memory_efficient_linear",
+       must_be(true, "linear layers that keep their gathered weight until backward",
+               "stage 3 frees a unit's gathered weights after its forward and gathers them "
+               "again for its backward")},
+      {"override_module_apply",
+       must_be(true, "nn.Module.apply on partitioned parameters",
+               "the model is built and initialised whole, then partitioned")},
+      {"pipeline_loading_checkpoint",
+       must_be(false, "pipelined checkpoint loading", "each rank reads the ranges it needs")},
+      {"zero_quantized_weights", must_be(false, "ZeRO++'s quantized weight all-gather",
+                                         "weights are gathered in the working dtype")},
+      {"zero_quantized_nontrainable_weights",
+       must_be(false, "ZeRO++'s quantized frozen weights",
+               "frozen weights stay whole in the working dtype")},
+      {"zero_quantized_gradients",
+       must_be(false, "ZeRO++'s quantized gradient reduction", "gradients are reduced in float32")},
+      {"zeropp_loco_param",
+       {[](const View&) { return false; }, "null", "ZeRO++'s LoCo error feedback",
+        "gradients are reduced in float32, unquantized"}},
+      {"zero_hpz_partition_size",
+       number_where([](double n) { return n <= 1; }, "1",
+                    "ZeRO++'s hierarchical partitioning (a secondary copy of the weights per "
+                    "group of ranks)",
+                    "each rank holds only its own partition")},
+      {"mics_shard_size", number_where([](double n) { return n <= 0; }, "-1",
+                                       "MiCS (parameters sharded within groups of ranks)",
+                                       "the parameters are sharded over every rank")},
+      {"mics_hierarchical_params_gather",
+       must_be(false, "MiCS's hierarchical all-gather", "there is no MiCS")},
+      {"stage3_use_all_reduce_for_fetch_params",
+       must_be(false, "an all-reduce to fetch stage 3 parameters",
+               "stage 3 all-gathers each unit")},
       {"stage3_gather_16bit_weights_on_model_save",
-       " (runner-host's checkpoints always hold the full weights)"},
+       must_be(true, "checkpoints without the gathered weights", gathered_whole, false)},
       {"stage3_gather_fp16_weights_on_model_save",
-       " (runner-host's checkpoints always hold the full weights)"},
-      {"stage3_module_granularity_threshold", ""},
-      {"stage3_use_all_reduce_for_fetch_params", ""},
-      {"allgather_partitions", ""},
-      {"use_multi_rank_bucket_allreduce", ""},
-      {"load_from_fp32_weights", ""},
-      {"elastic_checkpoint", ""},
-      {"ignore_unused_parameters", ""},
-      {"legacy_stage1", ""},
-      {"round_robin_gradients", ""},
-      {"memory_efficient_linear", ""},
-      {"pipeline_loading_checkpoint", ""},
-      {"override_module_apply", ""},
-      {"prefetch_bucket_size", " (write stage3_prefetch_bucket_size)"},
-      {"param_persistence_threshold", " (write stage3_param_persistence_threshold)"},
-      {"max_live_parameters", " (write stage3_max_live_parameters)"},
+       must_be(true, "checkpoints without the gathered weights", gathered_whole, false)},
+      {"stage3_module_granularity_threshold",
+       number_where([](double n) { return n == 0; }, "0", "gathering fine-grained modules as one",
+                    "stage 3 gathers the model's own units")},
+      {"stage3_max_reuse_distance",
+       number_where([](double n) { return n == 0; }, "0",
+                    "keeping a gathered unit that is used again within that many elements",
+                    "stage 3 frees every unit after its forward and gathers it again for its "
+                    "backward",
+                    false)},
+      {"stage3_model_persistence_threshold",
+       number_where([](double n) { return n >= 9007199254740992.0; },
+                    "9223372036854775807 (no cap, DeepSpeed's default)",
+                    "a cap on the elements that stage3_param_persistence_threshold keeps whole",
+                    "every parameter under that threshold stays whole, uncapped")},
   };
   return keys;
 }
 
-const HintTable& unimplemented_fp16_keys() {
-  static const HintTable keys = {
-      {"auto_cast", " (set strategy.inputs_to_half: true)"},
-      {"fp16_master_weights_and_grads", " (the master weights are always fp32)"},
-      {"raise_error_at_min_scale", " (an overflow at min_loss_scale always stops the run)"},
+// zero_optimization's keys under DeepSpeed's field names (its config model
+// accepts both): the same settings.
+const std::map<std::string, std::string>& zero_synonyms() {
+  static const std::map<std::string, std::string> keys = {
+      {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
+      {"param_persistence_threshold", "stage3_param_persistence_threshold"},
+      {"max_live_parameters", "stage3_max_live_parameters"},
+      {"model_persistence_threshold", "stage3_model_persistence_threshold"},
+      {"max_reuse_distance", "stage3_max_reuse_distance"},
+      {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"},
+      {"module_granularity_threshold", "stage3_module_granularity_threshold"},
+      {"use_all_reduce_for_fetch_params", "stage3_use_all_reduce_for_fetch_params"},
   };
   return keys;
 }
 
-const HintTable& unimplemented_bf16_keys() {
-  static const HintTable keys = {{"immediate_grad_update", ""}, {"check_grad_overflow", ""}};
+const OneWayTable& one_way_fp16_keys() {
+  static const OneWayTable keys = {
+      {"fp16_master_weights_and_grads",
+       must_be(false, "fp16 master weights and gradients",
+               "the masters and the gradients the optimizer reads are always float32")},
+      {"raise_error_at_min_scale",
+       must_be(true, "training on after an overflow at min_loss_scale",
+               "an overflow at min_loss_scale stops the run, naming the step")},
+  };
   return keys;
 }
+
+const OneWayTable& one_way_bf16_keys() {
+  static const OneWayTable keys = {
+      {"immediate_grad_update",
+       must_be(true, "adding the bf16 gradients into float32 after the whole backward",
+               "each gradient is added into its float32 gradient as it arrives", false)},
+      {"check_grad_overflow",
+       must_be(false, "an inf/nan check of the bf16 gradients that skips the step",
+               "bf16 steps are never skipped: no loss scale, no overflow check")},
+  };
+  return keys;
+}
+
+const OneWayTable& one_way_top_keys() {
+  static const OneWayTable keys = {
+      {"communication_data_type",
+       {[](const View& v) { return v.as_string() == "fp32"; }, "fp32",
+        "gradients reduced in that dtype", "gradients are reduced in float32"}},
+      {"prescale_gradients",
+       must_be(false, "gradients scaled before the reduction (DeepSpeed's ZeRO refuses it too)",
+               "gradients are averaged as DeepSpeed's ZeRO averages them")},
+      {"gradient_predivide_factor",
+       number_where([](double f) { return f == 1; }, "1",
+                    "another gradient pre-division (DeepSpeed's ZeRO refuses it too)",
+                    "gradients are averaged as DeepSpeed's ZeRO averages them")},
+      {"fp32_allreduce", any_bool()},  // DeepSpeed's ZeRO does not read it; zero reduces in fp32
+      {"zero_allow_untested_optimizer", any_bool()},  // zero takes every host optimizer
+      {"zero_force_ds_cpu_optimizer", any_bool()},    // acts with CPU offload only
+      {"sparse_gradients", must_be(false, "sparse gradients", "every gradient is dense")},
+      {"wall_clock_breakdown", must_be(false, "DeepSpeed's timing breakdown in the log",
+                                       "the profiler hook times the steps")},
+      {"memory_breakdown", must_be(false, "DeepSpeed's memory report in the log",
+                                   "the metrics hook reports memory_mb and zero/*_bytes")},
+      {"dump_state", must_be(false, "a dump of DeepSpeed's engine state", "there is no engine")},
+  };
+  return keys;
+}
+
+// Top-level DeepSpeed sections switched by `enabled` (default false): off,
+// they ask for nothing (their other keys have no effect, as in DeepSpeed);
+// on, they ask for what is named here.
+const std::map<std::string, std::string>& switched_sections() {
+  static const std::map<std::string, std::string> sections = {
+      {"amp", "NVIDIA Apex AMP (use fp16 or bf16)"},
+      {"flops_profiler", "DeepSpeed's flops profiler (the profiler hook traces the steps)"},
+      {"tensorboard", "DeepSpeed's TensorBoard monitor (use the tensorboard hook)"},
+      {"wandb", "DeepSpeed's Weights & Biases monitor"},
+      {"csv_monitor", "DeepSpeed's CSV monitor (the metrics hook writes metrics.jsonl)"},
+      {"comms_logger", "DeepSpeed's communication logger"},
+      {"elasticity", "DeepSpeed's elastic training"},
+      {"data_efficiency", "DeepSpeed's data efficiency library"},
+      {"curriculum_learning", "DeepSpeed's curriculum learning"},
+      {"autotuning", "DeepSpeed's autotuner"},
+      {"progressive_layer_drop", "DeepSpeed's progressive layer drop"},
+  };
+  return sections;
+}
+
+// DeepSpeed keys runner-host knows and does not implement in any value,
+// with a hint where there is something to say.
+using HintTable = std::map<std::string, std::string>;
 
 const HintTable& unimplemented_top_keys() {
   static const HintTable keys = {
-      {"bfloat16", " (its old name for bf16: write bf16)"},
-      {"amp", " (use fp16 or bf16)"},
-      {"zero_allow_untested_optimizer", ""},
-      {"zero_force_ds_cpu_optimizer", ""},
-      {"communication_data_type", ""},
-      {"prescale_gradients", ""},
-      {"gradient_predivide_factor", ""},
-      {"fp32_allreduce", ""},
-      {"sparse_gradients", ""},
       {"steps_per_print", " (the logger hook's interval does this)"},
-      {"wall_clock_breakdown", ""},
-      {"memory_breakdown", ""},
-      {"dump_state", ""},
-      {"activation_checkpointing", ""},
-      {"flops_profiler", ""},
-      {"tensorboard", ""},
-      {"wandb", ""},
-      {"csv_monitor", ""},
-      {"comms_logger", ""},
-      {"aio", ""},
-      {"elasticity", ""},
-      {"pipeline", ""},
+      {"pipeline", " (pipeline parallelism)"},
       {"checkpoint", " (checkpoints are the job's hooks and checkpoint_io)"},
-      {"data_efficiency", ""},
-      {"curriculum_learning", ""},
       {"compression_training", ""},
-      {"autotuning", ""},
       {"sparse_attention", ""},
-      {"progressive_layer_drop", ""},
   };
   return keys;
 }
@@ -290,7 +460,9 @@ struct Draft {
   Field<double> min_loss_scale;
   Field<bool> bf16_enabled;
   Field<bool> inputs_to_half;
+  Field<bool> auto_cast;  // fp16.auto_cast: the inputs cast to fp16
   Field<double> gradient_clipping;
+  Field<int64_t> sub_group_size;
 };
 
 // An integral number (5e8 and 2.0 included, as DeepSpeed's Python accepts
@@ -322,31 +494,51 @@ class Validator {
   // A top-level map: the strategy map (job) or the file's root object.
   void top(const View& map) {
     if (!map.is_map()) map.fail("expected a map");
-    for (const std::string& key : map.keys()) {
+    const std::vector<std::string> keys = map.keys();
+    if (std::count(keys.begin(), keys.end(), "bf16") &&
+        std::count(keys.begin(), keys.end(), "bfloat16"))
+      fail_text(map.key_where("bfloat16"), "DeepSpeed's old name for bf16, which is set too (at " +
+                                               map.key_where("bf16") + "): write bf16 only");
+    for (const std::string& key : keys) {
       if (!map.from_file() && (key == "type" || key == "plugin" || key == "deepspeed_config"))
         continue;  // the host's keys; deepspeed_config is read first by the caller
       const auto c = map.child(key);
       if (key == "zero_optimization") {
         section(
             *c, [&](const std::string& k, const View& v) { return zero_key(k, v); },
-            unimplemented_zero_keys(), zero_keys());
+            one_way_zero_keys(), zero_keys(), true);
       } else if (key == "fp16") {
         section(
             *c, [&](const std::string& k, const View& v) { return fp16_key(k, v); },
-            unimplemented_fp16_keys(), fp16_keys());
-      } else if (key == "bf16") {
-        section(*c, [&](const std::string& k, const View& v) { return bf16_key(k, v); },
-                unimplemented_bf16_keys(), {"enabled"});
+            one_way_fp16_keys(), fp16_keys(), false);
+      } else if (key == "bf16" || key == "bfloat16") {  // bfloat16: DeepSpeed's old name
+        section(
+            *c, [&](const std::string& k, const View& v) { return bf16_key(k, v); },
+            one_way_bf16_keys(), {"enabled"}, false);
       } else if (key == "inputs_to_half") {
-        if (!c->is_null()) set(d_.inputs_to_half, *c, c->as_bool());
+        inputs_to_half(*c);
       } else if (key == "gradient_clipping") {
-        if (!c->is_null()) {
+        if (c->is_auto()) {
+          // Hugging Face's "the trainer's max_grad_norm": the job's
+          // optim_wrapper.clip_grad, which the host applies; zero adds none.
+          set(d_.gradient_clipping, *c, 0.0);
+        } else if (!c->is_null()) {
           const double g = c->as_number();
           if (!(g >= 0) || !std::isfinite(g))
             c->fail("must be >= 0 (the max global gradient norm; 0 = off), got " +
                     std::to_string(g));
           set(d_.gradient_clipping, *c, g);
         }
+      } else if (job_keys().count(key) && (c->is_null() || c->is_auto())) {
+        // "auto": the job's own value (data.train.batch_size, ...).
+      } else if (auto w = one_way_top_keys().find(key); w != one_way_top_keys().end()) {
+        one_way(*c, w->second, false);
+      } else if (auto s = switched_sections().find(key); s != switched_sections().end()) {
+        switched(*c, s->second);
+      } else if (key == "activation_checkpointing") {
+        activation_checkpointing(*c);
+      } else if (key == "aio") {
+        aio(*c);
       } else {
         unknown(map, key, unimplemented_top_keys(), top_keys());
       }
@@ -359,14 +551,34 @@ class Validator {
             "inputs_to_half",   "gradient_clipping"};
   }
 
-  // `read` returns false for a key it does not know.
+  // `read` returns false for a key it does not know. `auto_is_default`:
+  // DeepSpeed's config model drops "auto" values (zero_optimization), so
+  // there "auto" means DeepSpeed's default.
   void section(const View& map, const std::function<bool(const std::string&, const View&)>& read,
-               const HintTable& unimplemented, const std::vector<std::string>& supported) {
+               const OneWayTable& one_ways, const std::vector<std::string>& supported,
+               bool auto_is_default) {
     if (map.is_null()) return;  // `fp16:` with nothing under it: nothing set
     if (!map.is_map()) map.fail("expected a map");
-    for (const std::string& key : map.keys()) {
+    const std::vector<std::string> keys = map.keys();
+    for (const std::string& written : keys) {
+      std::string key = written;
+      if (auto s = zero_synonyms().find(written); auto_is_default && s != zero_synonyms().end()) {
+        key = s->second;
+        if (std::count(keys.begin(), keys.end(), key))
+          fail_text(map.key_where(written), "DeepSpeed's other name for " + key +
+                                                ", which is set too (at " + map.key_where(key) +
+                                                "): write one of them");
+      }
+      const auto c = map.child(written);
       // A known key set to null is "not set" (each reader checks).
-      if (!read(key, *map.child(key))) unknown(map, key, unimplemented, supported);
+      if (read(key, *c)) continue;
+      if (auto w = one_ways.find(key); w != one_ways.end()) {
+        one_way(*c, w->second, auto_is_default);
+      } else if (auto_is_default && (key == "offload_optimizer" || key == "offload_param")) {
+        offload(*c, key == "offload_optimizer");
+      } else {
+        unknown(map, written, {}, supported);
+      }
     }
   }
 
@@ -379,19 +591,158 @@ class Validator {
             "reduce_scatter",
             "stage3_prefetch_bucket_size",
             "stage3_param_persistence_threshold",
-            "stage3_max_live_parameters"};
+            "stage3_max_live_parameters",
+            "sub_group_size"};
   }
   static std::vector<std::string> fp16_keys() {
-    return {"enabled",    "loss_scale",     "initial_scale_power",   "loss_scale_window",
-            "hysteresis", "min_loss_scale", "consecutive_hysteresis"};
+    return {"enabled",    "loss_scale",     "initial_scale_power",    "loss_scale_window",
+            "hysteresis", "min_loss_scale", "consecutive_hysteresis", "auto_cast"};
   }
 
-  [[noreturn]] void unknown(const View& map, const std::string& key, const HintTable& unimplemented,
-                            const std::vector<std::string>& supported) {
+  // A key of a OneWay table: accepted when it asks for what zero does.
+  static void one_way(const View& v, const OneWay& w, bool auto_is_default) {
+    if (v.is_null()) return;
+    if (v.is_auto() && auto_is_default) {
+      if (w.default_matches) return;
+      v.fail("'auto' is DeepSpeed's default here, which asks for " + w.asks +
+             ", which runner-host's zero strategy does not implement (" + w.does + "): write " +
+             w.accepted + " or remove the key");
+    }
+    if (w.matches(v)) return;
+    v.fail(v.written() + " asks for " + w.asks +
+           ", which runner-host's zero strategy does not implement (" + w.does + "): write " +
+           w.accepted + " or remove the key");
+  }
+
+  // Looks every key below `v` up, so that the host's unknown-key check
+  // (which reports keys nobody read) leaves a section that has no effect.
+  static void touch(const View& v) {
+    if (v.is_map())
+      for (const std::string& k : v.keys()) touch(*v.child(k));
+    else if (v.is_sequence())
+      for (size_t i = 0; i < v.size(); ++i) touch(*v.item(i));
+  }
+
+  // offload_optimizer / offload_param: device none asks for no offload.
+  void offload(const View& map, bool optimizer) {
+    if (map.is_null() || map.is_auto()) return;  // DeepSpeed's default: none
+    if (!map.is_map()) map.fail("expected a map");
+    static const std::vector<std::string> optimizer_keys = {
+        "device",        "nvme_path",      "buffer_count", "pin_memory",
+        "pipeline_read", "pipeline_write", "fast_init",    "ratio"};
+    static const std::vector<std::string> param_keys = {"device",      "nvme_path",  "buffer_count",
+                                                        "buffer_size", "max_in_cpu", "pin_memory"};
+    const auto& known = optimizer ? optimizer_keys : param_keys;
+    for (const std::string& key : map.keys()) {
+      const auto c = map.child(key);
+      if (std::find(known.begin(), known.end(), key) == known.end()) unknown(map, key, {}, known);
+      if (c->is_null() || c->is_auto()) continue;
+      if (key == "device") {
+        const std::string device = c->as_string();
+        if (device == "none") continue;
+        if (device != "cpu" && device != "nvme")
+          c->fail("expected none, cpu or nvme, got " + c->written());
+        c->fail(c->written() + " asks for offloading " +
+                (optimizer ? "the optimizer state" : "the parameters") + " to " +
+                (device == "cpu" ? "the CPU" : "NVMe") +
+                ", which runner-host's zero strategy does not implement (" +
+                (optimizer ? "the optimizer state stays" : "each rank's partitions stay") +
+                " in each rank's device memory): write none or remove the section");
+      }
+      // The rest tunes an offload that is off: checked, no effect.
+      if (key == "nvme_path")
+        c->as_string();
+      else if (key == "pin_memory" || key == "pipeline_read" || key == "pipeline_write" ||
+               key == "fast_init")
+        c->as_bool();
+      else
+        c->as_number();
+    }
+  }
+
+  // A switched section: {enabled: false} asks for nothing.
+  static void switched(const View& map, const std::string& asks) {
+    if (map.is_null()) return;
+    if (!map.is_map()) map.fail("expected a map");
+    touch(map);
+    const auto enabled = map.child("enabled");
+    if (!enabled->is_null() && enabled->as_bool())
+      enabled->fail("true asks for " + asks +
+                    ", which runner-host's zero strategy does not implement: write false or "
+                    "remove the section");
+  }
+
+  // DeepSpeed's activation checkpointing configures deepspeed.checkpointing,
+  // which only a model calling it uses: every switch off asks for nothing.
+  void activation_checkpointing(const View& map) {
+    if (map.is_null()) return;
+    if (!map.is_map()) map.fail("expected a map");
+    static const std::vector<std::string> switches = {"partition_activations", "cpu_checkpointing",
+                                                      "contiguous_memory_optimization",
+                                                      "synchronize_checkpoint_boundary", "profile"};
+    std::vector<std::string> known = switches;
+    known.push_back("number_checkpoints");
+    for (const std::string& key : map.keys()) {
+      const auto c = map.child(key);
+      if (std::find(known.begin(), known.end(), key) == known.end()) unknown(map, key, {}, known);
+      if (c->is_null()) continue;
+      if (key == "number_checkpoints" || c->as_bool())
+        c->fail(c->written() +
+                " asks for DeepSpeed's activation checkpointing, which runner-host's zero "
+                "strategy does not implement (the models keep their activations): remove it");
+    }
+  }
+
+  // Asynchronous I/O for NVMe offload, which is off: checked, no effect.
+  void aio(const View& map) {
+    if (map.is_null()) return;
+    if (!map.is_map()) map.fail("expected a map");
+    static const std::vector<std::string> known = {
+        "block_size",    "queue_depth",    "thread_count", "intra_op_parallelism",
+        "single_submit", "overlap_events", "use_gds"};
+    for (const std::string& key : map.keys()) {
+      const auto c = map.child(key);
+      if (std::find(known.begin(), known.end(), key) == known.end()) unknown(map, key, {}, known);
+      if (c->is_null()) continue;
+      if (key == "single_submit" || key == "overlap_events" || key == "use_gds")
+        c->as_bool();
+      else
+        c->as_number();
+    }
+  }
+
+  // MMEngine's inputs_to_half is a list of input names (or indices); the
+  // job's `true` is runner-host's own form. runner-host casts one thing:
+  // the batch's input tensor, MMEngine's `inputs` (index 0 of a tuple).
+  void inputs_to_half(const View& v) {
+    if (v.is_null()) return;
+    if (!v.is_sequence()) {
+      set(d_.inputs_to_half, v, v.as_bool());
+      return;
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      const auto item = v.item(i);
+      if (item->is_map() || item->is_sequence() || item->is_null())
+        item->fail("expected an input's name or index, got " + item->written());
+      std::string name = item->written();
+      if (name.size() >= 2 && name.front() == '"' && name.back() == '"')
+        name = name.substr(1, name.size() - 2);  // a JSON string
+      if (name != "inputs" && name != "0")
+        item->fail("'" + name +
+                   "' is not an input runner-host casts: it casts the batch's input tensor, "
+                   "MMEngine's 'inputs' (index 0 of a tuple batch); the targets stay as they "
+                   "are");
+    }
+    set(d_.inputs_to_half, v, v.size() > 0);
+  }
+
+  [[noreturn]] static void unknown(const View& map, const std::string& key,
+                                   const HintTable& unimplemented,
+                                   const std::vector<std::string>& supported) {
     const std::string where = map.key_where(key);
     if (auto j = job_keys().find(key); j != job_keys().end()) {
       fail_text(where, "a DeepSpeed key that is a job key in runner-host: set " + j->second +
-                           " in the job instead");
+                           " in the job instead (or write 'auto': the job's value)");
     }
     if (auto u = unimplemented.find(key); u != unimplemented.end()) {
       fail_text(where, "DeepSpeed's " + key + u->second +
@@ -416,7 +767,8 @@ class Validator {
   }
 
   bool zero_key(const std::string& key, const View& v) {
-    const bool null = v.is_null();
+    // "auto": DeepSpeed's default (its config model drops the value).
+    const bool null = v.is_null() || (v.is_auto() && key != "stage");
     auto size = [&](Field<int64_t>& f, bool positive) {
       if (!null)
         set(f, v,
@@ -430,6 +782,8 @@ class Validator {
     };
     if (key == "stage") {
       if (null) return true;
+      if (v.is_auto())
+        v.fail("'auto' would be DeepSpeed's default 0, ZeRO disabled: write 1, 2 or 3");
       const int64_t stage = integer(v, std::numeric_limits<int64_t>::min(), "");
       if (stage == 0)
         v.fail("must be 1, 2 or 3, got 0 (DeepSpeed's 'ZeRO disabled': use strategy: ddp)");
@@ -442,6 +796,7 @@ class Validator {
     if (key == "stage3_prefetch_bucket_size") return size(d_.prefetch, false);
     if (key == "stage3_param_persistence_threshold") return size(d_.persistence, false);
     if (key == "stage3_max_live_parameters") return size(d_.max_live, false);
+    if (key == "sub_group_size") return size(d_.sub_group_size, false);
     if (key == "overlap_comm") return flag(d_.overlap_comm);
     if (key == "contiguous_gradients") return flag(d_.contiguous_gradients);
     if (key == "reduce_scatter") return flag(d_.reduce_scatter);
@@ -476,6 +831,8 @@ class Validator {
       }
     } else if (key == "consecutive_hysteresis") {
       if (!null) set(d_.consecutive_hysteresis, v, v.as_bool());
+    } else if (key == "auto_cast") {
+      if (!null) set(d_.auto_cast, v, v.as_bool());
     } else if (key == "min_loss_scale") {
       if (!null) {
         const double m = v.as_number();
@@ -516,6 +873,17 @@ ZeroConfig finish(const Draft& d) {
   z.stage3_param_persistence_threshold =
       value_or(d.persistence, z.stage3_param_persistence_threshold);
   z.stage3_max_live_parameters = value_or(d.max_live, z.stage3_max_live_parameters);
+  // sub_group_size tiles DeepSpeed's stage 3 optimizer step (other stages do
+  // not read it); zero steps a rank's partition whole, which is what
+  // DeepSpeed's default, 1e9, does for any partition up to that size.
+  constexpr int64_t kSubGroupDefault = 1000000000;
+  if (z.stage == 3 && value_or<int64_t>(d.sub_group_size, kSubGroupDefault) < kSubGroupDefault)
+    fail_text(d.sub_group_size.where,
+              std::to_string(*d.sub_group_size.value) +
+                  " asks for the stage 3 optimizer step tiled into sub-groups of that many "
+                  "elements, which runner-host's zero strategy does not implement (each rank "
+                  "steps its partition whole, as DeepSpeed's default 1000000000 does): write "
+                  "1000000000 or more, or remove the key");
 
   out.fp16_enabled = value_or(d.fp16_enabled, false);
   LossScalerOptions& f = out.fp16;
@@ -539,6 +907,16 @@ ZeroConfig finish(const Draft& d) {
                                         d.fp16_enabled.where + "): enable one of them");
   }
   out.inputs_to_half = value_or(d.inputs_to_half, false);
+  // fp16.auto_cast (read by DeepSpeed with fp16 on): the inputs cast to fp16,
+  // which is what inputs_to_half does.
+  if (out.fp16_enabled && value_or(d.auto_cast, false)) {
+    if (d.inputs_to_half.value && !*d.inputs_to_half.value)
+      fail_text(d.auto_cast.where,
+                "casts the inputs to fp16 (DeepSpeed's auto_cast, what "
+                "inputs_to_half does), but inputs_to_half is false (at " +
+                    d.inputs_to_half.where + "): set one of them");
+    out.inputs_to_half = true;
+  }
   if (out.inputs_to_half && !out.fp16_enabled && !out.bf16_enabled)
     fail_text(d.inputs_to_half.where,
               "casts the inputs to the half-precision compute dtype, but neither fp16.enabled "

@@ -12,7 +12,7 @@
 //     deepspeed_config: ds.json        # optional; relative to the job file's directory
 //     zero_optimization: {stage: 2, reduce_bucket_size: 5e8, ...}
 //     fp16: {enabled: true, ...}       # or bf16: {enabled: true}
-//     inputs_to_half: true
+//     inputs_to_half: true             # or MMEngine's list of input names: [inputs]
 //     gradient_clipping: 1.0
 //
 // The rules (also in the report for the README):
@@ -24,21 +24,36 @@
 //   integral number up to 2^53). reduce_bucket_size and allgather_bucket_size
 //   (default 500000000) must be > 0; stage3_prefetch_bucket_size (50000000),
 //   stage3_param_persistence_threshold (100000) and
-//   stage3_max_live_parameters (1000000000) must be >= 0. overlap_comm
+//   stage3_max_live_parameters (1000000000) must be >= 0 (DeepSpeed's field
+//   names prefetch_bucket_size, ... are the same keys). overlap_comm
 //   defaults to true at stage 3 and false otherwise (DeepSpeed's validator);
 //   contiguous_gradients and reduce_scatter default to true.
 // - fp16: enabled false, loss_scale 0 (dynamic; > 0 static),
 //   initial_scale_power 16 (0..127), loss_scale_window 1000 (>= 1),
 //   hysteresis 2 (>= 1), consecutive_hysteresis false, min_loss_scale 1
-//   (> 0, and <= 2^initial_scale_power). bf16: enabled false. Both enabled is
-//   an error. inputs_to_half (default false) needs one of them.
+//   (> 0, and <= 2^initial_scale_power), auto_cast false (true: the inputs
+//   cast, as inputs_to_half). bf16 (or its old name bfloat16): enabled false.
+//   Both enabled is an error. inputs_to_half (default false; MMEngine's list
+//   [inputs] or [0] is true, [] false, other names an error) needs one of
+//   them.
 // - gradient_clipping: max global norm, 0 (default) = off; >= 0.
+// - "auto" (Hugging Face's placeholder): in zero_optimization DeepSpeed's
+//   default, as DeepSpeed's config model reads it; gradient_clipping: auto
+//   is the job's optim_wrapper.clip_grad (zero clips nothing itself);
+//   train_micro_batch_size_per_gpu, train_batch_size and
+//   gradient_accumulation_steps: auto are the job's data.train.batch_size and
+//   optim_wrapper.accumulative_counts. Any other "auto" is an error.
 // - Keys of a mode that is off (stage3_* below stage 3, the fp16 keys with
-//   fp16 off or a static scale) are validated and have no effect, as in
-//   DeepSpeed.
+//   fp16 off or a static scale, sections with enabled: false) are validated
+//   and have no effect, as in DeepSpeed.
+// - A DeepSpeed setting zero implements one way only (allgather_partitions,
+//   cpu_offload, offload_optimizer.device, fp16_master_weights_and_grads,
+//   ZeRO++ switches, ...: the OneWay tables in ZeroConfig.cpp) is accepted
+//   with the value that asks for what zero does and refused with any other,
+//   naming what that value asks for and what zero does instead.
 // - Every other key is an error naming it: a DeepSpeed key runner-host does
-//   not implement (offload_*, ZeRO++ ...), a DeepSpeed key that is a job key
-//   in runner-host (with the job key to set), or an unknown key (with a
+//   not implement (pipeline, checkpoint ...), a DeepSpeed key that is a job
+//   key in runner-host (with the job key to set), or an unknown key (with a
 //   "did you mean").
 #pragma once
 

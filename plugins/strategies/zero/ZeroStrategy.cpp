@@ -150,9 +150,12 @@ struct Group {
       flat_grad;        // [N * chunk] float32 (a view of flat_buf), while this backward collects it
   at::Tensor flat_buf;  // from the gradient pool
   std::vector<char> filled;  // per member: its gradient is in flat_grad
-  at::Tensor rs_out;         // [chunk] float32 when accumulating into grad
-  int ready = 0;             // members whose gradient arrived this backward
-  InFlight reduce;           // the reduce-scatter
+  // Stage 1 in bf16 / fp16 between optimizer steps: per member, flat_grad
+  // already holds (float32) the sum of earlier micro-batches' gradients.
+  std::vector<char> held;
+  at::Tensor rs_out;  // [chunk] float32 when accumulating into grad
+  int ready = 0;      // members whose gradient arrived this backward
+  InFlight reduce;    // the reduce-scatter
   // Stage 3 gathering.
   bool whole = true;                        // the parameters hold their values
   at::Tensor send, gathered, gathered_buf;  // gathered: a view of gathered_buf (gather pool)
@@ -288,6 +291,7 @@ class ZeroStrategy {
     gather_pool_.configure(largest, f32.dtype(working_));
     for (Group& g : groups_) {
       g.filled.assign(g.members.size(), 0);
+      g.held.assign(g.members.size(), 0);
       g.master = at::zeros({g.chunk}, f32);
       g.grad = at::zeros({g.chunk}, f32);
       master_from(g, [&](const Member& m) { return initial[m.param].reshape({-1}); });
@@ -362,10 +366,17 @@ class ZeroStrategy {
     // One rank in float32: every micro-batch's gradients go straight into
     // `grad` (what stage 1 accumulates in the parameters is added there in
     // the same order, the same float32 sums, without holding them).
-    reduce_now_ = sync || stage_ >= 2 || alias_;
+    // (One rank with bf16 / fp16 working parameters: `grad` is float32 and
+    // every micro-batch goes into it at once, as at stage 2: no sum in bf16.)
+    reduce_now_ = sync || stage_ >= 2 || alias_ || (alone() && working_ != at::kFloat);
+    // Stage 1 with bf16 / fp16 working parameters accumulates the
+    // micro-batches of a window in float32, as DeepSpeed does: each
+    // gradient is added (cast) to the flat float32 gradient as it arrives
+    // and released; the window's last backward reduces the sums.
+    hold_ = !sync && stage_ == 1 && working_ != at::kFloat && !alone();
     for (Group& g : groups_) {
       g.ready = 0;
-      if (alone()) std::fill(g.filled.begin(), g.filled.end(), 0);
+      if (alone() || g.flat_grad.defined()) std::fill(g.filled.begin(), g.filled.end(), 0);
     }
     next_launch_ = 0;
   }
@@ -579,7 +590,9 @@ class ZeroStrategy {
       std::map<int, std::vector<size_t>, std::greater<int>> by_unit;  // backward order
       std::vector<size_t> persistent;
       for (size_t i : order) {
-        if (tied[i] || numel_of(i) <= persist)
+        // Tied, small, or in no unit (unit -1: used outside every unit,
+        // so no unit's gather would cover it): kept whole on every rank.
+        if (tied[i] || numel_of(i) <= persist || unit_of_[i] < 0)
           persistent.push_back(i);
         else
           by_unit[unit_of_[i]].push_back(i);
@@ -617,7 +630,9 @@ class ZeroStrategy {
   }
 
   void grad_ready(size_t index) {
-    if (!reduce_now_) return;  // stage 1 accumulating: the gradient stays in the parameter
+    // Stage 1 accumulating in float32 (hold_) takes it; in float32 the
+    // gradient stays in the parameter until the window's last backward.
+    if (!reduce_now_ && !hold_) return;
     const int k = group_of_[index];
     if (k < 0) return;
     Group& g = groups_[static_cast<size_t>(k)];
@@ -627,6 +642,7 @@ class ZeroStrategy {
     }
     if (!g.flat_grad.defined()) allocate_flat_grad(g);
     take_grad(g, static_cast<size_t>(member_of_[index]));
+    if (hold_) return;  // reduced at the window's last backward
     if (++g.ready < static_cast<int>(g.members.size())) return;
     while (next_launch_ < groups_.size() &&
            groups_[next_launch_].ready == static_cast<int>(groups_[next_launch_].members.size()))
@@ -642,7 +658,7 @@ class ZeroStrategy {
     // backward and not produced again) is taken now; one that never arrived
     // (an unused parameter) counts as zeros.
     for (size_t j = 0; j < g.members.size(); ++j)
-      if (!g.filled[j] && !take_grad(g, j))
+      if (!g.filled[j] && !take_grad(g, j) && !g.held[j])
         g.flat_grad.narrow(0, g.members[j].offset, g.members[j].numel).zero_();
     g.reduce.in = rh::export_tensor(g.flat_grad);
     const auto t0 = Clock::now();
@@ -668,7 +684,8 @@ class ZeroStrategy {
     while (in_flight_.size() > keep) finish_reduce(groups_[in_flight_.front()]);
   }
 
-  // Copies member j's gradient (/ N) into its group's flat buffer and
+  // Copies member j's gradient (/ N) into its group's flat buffer, or adds
+  // it to the sum held there (stage 1 accumulating in float32), and
   // releases it; false when the parameter has none.
   bool take_grad(Group& g, size_t j) {
     const Member& m = g.members[j];
@@ -676,9 +693,14 @@ class ZeroStrategy {
     rh::check(host_, api_->Model_GetGrad(model_, m.param, &view));
     if (view == nullptr) return false;
     at::Tensor slice = g.flat_grad.narrow(0, m.offset, m.numel);
-    at::div_out(slice, rh::borrow_tensor(view).reshape({-1}).to(at::kFloat), world_size_tensor_);
+    const at::Tensor grad = rh::borrow_tensor(view).reshape({-1}).to(at::kFloat);
+    if (g.held[j])
+      slice.add_(grad / world_size_tensor_);
+    else
+      at::div_out(slice, grad, world_size_tensor_);
     rh::check(host_, api_->Model_ReleaseGrad(model_, m.param));  // no full gradient kept
     g.filled[j] = 1;
+    g.held[j] = hold_ || g.held[j];
     return true;
   }
 
@@ -757,6 +779,7 @@ class ZeroStrategy {
     g.flat_grad = g.flat_buf.narrow(0, 0, g.chunk * world_size_);
     g.flat_grad.narrow(0, g.numel, g.chunk * world_size_ - g.numel).zero_();  // the padding
     std::fill(g.filled.begin(), g.filled.end(), 0);
+    std::fill(g.held.begin(), g.held.end(), 0);
   }
 
   double local_square_sum() {
@@ -1015,7 +1038,8 @@ class ZeroStrategy {
   std::vector<int> group_of_, member_of_;         // parameter -> group, member (-1: frozen)
   std::vector<std::vector<size_t>> unit_groups_;  // stage 3: unit -> its groups
   bool reduce_now_ = false;                       // this backward reduce-scatters
-  bool accumulating_ = false;                     // grad holds earlier micro-batches of this window
+  bool hold_ = false;  // this backward adds into the float32 flat gradients (stage 1, bf16/fp16)
+  bool accumulating_ = false;  // grad holds earlier micro-batches of this window
   size_t next_launch_ = 0;
   int64_t steps_ = 0;  // optimizer steps taken or skipped
   std::set<int64_t> injections_;

@@ -53,7 +53,8 @@
  *        plugin computed while writing goes into meta.json).
  *   1.8  rh_StrategyTraits: precision_keys (a strategy that computes in a
  *        precision of its own says so; the host's AmpOptimWrapper is refused
- *        beside it); rh_HostApi: Stream_Current provided on CUDA.
+ *        beside it); rh_HostApi: Stream_Current provided on CUDA;
+ *        rh_ParamInfo.unit is -1 for a parameter no unit declares (was 0).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_

@@ -44,7 +44,10 @@ typedef struct rh_ParamInfo {
   rh_StringView name;        /* e.g. "blocks.0.attn.qkv.weight"; owned by the model */
   rh_StringView module_path; /* e.g. "blocks.0.attn.qkv"; owned by the model */
   int32_t requires_grad;     /* 0 for frozen parameters */
-  int32_t unit;              /* index of the unit owning it, 0..num_units-1 */
+  /* Index of the unit owning it, 0..num_units-1; -1 (1.8) for a parameter
+   * no unit declares (the model's root: used outside every unit; a 1.7
+   * host said 0). Buffers: 0. */
+  int32_t unit;
   /* View of the parameter's current data. Borrowed: valid until the next
    * Model_SetParamData on this parameter or the end of the run. */
   DLManagedTensor* data;
@@ -205,7 +208,11 @@ typedef struct rh_WrapArgs {
 /* One tensor the optimizer updates. */
 typedef struct rh_OptimParam {
   size_t struct_size;
-  rh_StringView name; /* parameter name (paramwise_cfg matches it); copied */
+  /* The model parameter it holds (a shard of) — its name as Model_GetParam
+   * gives it: paramwise_cfg applies by it, with full_shape as the
+   * parameter's shape (a name that is no parameter is refused when the job
+   * has paramwise_cfg); checkpoints store its state under it. Copied. */
+  rh_StringView name;
   /* The values the optimizer updates in place. Ownership passes to the host
    * with the add() call, also when it fails (the host calls the deleter when
    * the optimizer is destroyed, or at once on failure). */
@@ -266,9 +273,9 @@ typedef struct rh_StrategyVtable {
   /* Optional. Lifecycle step 7: the tensors the optimizer updates, by name
    * (paramwise_cfg matches the names; checkpoints store their state under
    * them). NULL = every parameter with requires_grad, as the model holds it.
-   * With it, optim_wrapper.clip_grad is refused (no global-norm entry yet),
-   * and after each optimizer step the host drops the model parameters'
-   * gradients (set to none), as zero_grad does without it. */
+   * With it, optim_wrapper.clip_grad needs ReduceGradNorm (ABI 1.3; refused
+   * without), and after each optimizer step the host drops the model
+   * parameters' gradients (set to none), as zero_grad does without it. */
   rh_Error* (*OptimizerParams)(rh_StrategyInstance* instance, const rh_OptimParamSink* sink);
   /* Optional. After backward, before gradient clipping and the optimizer
    * step: make the optimizer's gradients complete (wait for buckets,

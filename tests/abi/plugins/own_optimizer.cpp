@@ -6,7 +6,20 @@
 // set from the config, to test what the host refuses.
 //
 //   strategy: {type: own_optimizer, plugin: .../librh_test_own_optimizer.so,
-//              load_phase: before_wrap|after_wrap, sharded_checkpoint: false}
+//              load_phase: before_wrap|after_wrap, sharded_checkpoint: false,
+//              name_prefix: "",   # prepended to each tensor's name (a strategy
+//                                 # that names its tensors its own way)
+//              split_over_ranks: false}
+//
+// split_over_ranks: true does what a third-party author can get wrong from
+// the docs: it hands each rank's optimizer different whole parameters
+// (trainable parameter i goes to rank i % world size, as a ZeRO-1 written
+// per parameter would) without declaring the sharded_checkpoint trait.
+// Before the host compared the ranks' optimizer tensors at set-up, such a
+// run trained and saved, rank 0 wrote only its own optimizer state, and
+// `runner-host ckpt inspect` called the checkpoint complete; the host must
+// refuse it before training, naming the trait. (Its SyncGradients copies
+// this rank's gradient only: a test of the refusal, not of training.)
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -61,22 +74,33 @@ class OwnOptimizer {
       cfg.child("load_phase").throw_error("expected before_wrap or after_wrap");
     after_wrap_ = phase == "after_wrap";
     sharded_ = cfg.get<bool>("sharded_checkpoint", false);
+    prefix_ = cfg.get<std::string>("name_prefix", "");
+    split_ = cfg.get<bool>("split_over_ranks", false);
   }
   void traits(rh_StrategyTraits& t) const {
     t.load_phase = after_wrap_ ? RH_LOAD_AFTER_WRAP : RH_LOAD_BEFORE_WRAP;
     t.sharded_checkpoint = sharded_ ? 1 : 0;
+    t.needs_comm = split_ ? 1 : 0;
   }
-  void setup_env(rh_SetupEnvArgs& args) { args.device = DLDevice{kDLCPU, 0}; }
+  void setup_env(rh_SetupEnvArgs& args) {
+    args.device = DLDevice{kDLCPU, 0};
+    if (split_ && args.world != nullptr) {
+      rank_ = host_->Comm_Rank(args.world);
+      size_ = host_->Comm_Size(args.world);
+    }
+  }
   void wrap(const rh_WrapArgs& args) {
     model_ = args.model;
     api_ = args.model_api;
+    int32_t trainable = 0;
     for (size_t i = 0; i < api_->Model_NumParams(model_); ++i) {
       rh_ParamInfo info{};
       info.struct_size = RH_PARAM_INFO_STRUCT_SIZE;
       rh::check(host_, api_->Model_GetParam(model_, i, &info));
       if (!info.requires_grad) continue;
-      params_.push_back({i, std::string(info.name.data, info.name.size), info.data->dl_tensor,
-                         nullptr, bytes_of(info.data->dl_tensor)});
+      if (split_ && trainable++ % size_ != rank_) continue;  // another rank's parameter
+      params_.push_back({i, prefix_ + std::string(info.name.data, info.name.size),
+                         info.data->dl_tensor, nullptr, bytes_of(info.data->dl_tensor)});
     }
   }
   void optimizer_params(const rh_OptimParamSink& sink) {
@@ -115,6 +139,10 @@ class OwnOptimizer {
   const rh_ModelApi* api_ = nullptr;
   bool after_wrap_ = false;
   bool sharded_ = false;
+  std::string prefix_;
+  bool split_ = false;
+  int32_t rank_ = 0;
+  int32_t size_ = 1;
   std::vector<Param> params_;
 };
 
