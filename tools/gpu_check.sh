@@ -15,7 +15,7 @@
 #       under /tmp (never into /), configures, builds, checks
 # A machine with Debian 12's libraries installed needs neither: there
 # `RH_TORCH=python tools/build.sh` builds against the Python LibTorch
-# (README, "On a GPU machine").
+# (docs/gpu.md).
 #
 # Output: every section's lines on stdout, and $OUT/gpu_check.log (OUT
 # defaults to /tmp/gpu_check). Exit 0 only when every check passed.
