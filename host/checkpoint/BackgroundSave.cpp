@@ -9,8 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "abi/HostError.hpp"
 #include "checkpoint/CheckpointStore.hpp"
-#include "plugins/HostError.hpp"
 
 namespace fs = std::filesystem;
 
@@ -138,14 +138,14 @@ void BackgroundSave::publish_on_rank0() {
   }
   for (const ShardRecord& r : every)
     tensor_bytes_ += static_cast<double>(r.shard.numel) * static_cast<double>(dtype_size(r.dtype));
-  std::string tensors_json;
+  CheckpointMeta meta = job_.meta;
   try {
-    tensors_json = index_json(merge_records(every), "  ");
+    meta.tensors = merge_records(every);
   } catch (const std::invalid_argument& e) {
     throw host::HostError(RH_ERROR_INTERNAL,
                           "checkpoint '" + job_.name + "': the shards do not add up: " + e.what());
   }
-  store_.publish(job_.name, job_.tmp, job_.meta_json(tensors_json));
+  store_.publish(job_.name, job_.tmp, meta_json(meta));
 }
 
 }  // namespace rh::checkpoint

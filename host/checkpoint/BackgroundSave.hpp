@@ -20,15 +20,15 @@
 
 #include <atomic>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "abi/StateDict.hpp"
 #include "checkpoint/CheckpointIndex.hpp"
-#include "plugins/StateDict.hpp"
+#include "checkpoint/CheckpointMeta.hpp"
 #include "rh/rh_abi.h"
 
 namespace rh::checkpoint {
@@ -45,8 +45,9 @@ struct BackgroundSaveJob {
   std::vector<std::pair<std::string, std::unique_ptr<rh_StateDict>>> files;
   // This rank's shards; the thread fills in their crc32.
   std::vector<ShardRecord> records;
-  // Rank 0: meta.json's content from the merged table (index_json's text).
-  std::function<std::string(const std::string& tensors_json)> meta_json;
+  // Rank 0: meta.json but its tensor table, which the thread merges from
+  // every rank's shards.
+  CheckpointMeta meta;
   double timeout_s = 300;  // rank 0's wait for the others' reports
 };
 

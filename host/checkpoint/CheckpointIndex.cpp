@@ -1,14 +1,12 @@
 #include "checkpoint/CheckpointIndex.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
-#include "plugins/HostError.hpp"
-#include "plugins/StateDict.hpp"
+#include "abi/HostError.hpp"
+#include "abi/StateDict.hpp"
 #include "rh/cpp/crc32.hpp"
 
 namespace rh::checkpoint {
@@ -60,12 +58,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return out;
 }
 
-std::string hex8(uint32_t v) {
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08x", v);
-  return buf;
-}
-
 }  // namespace
 
 int64_t LogicalTensor::numel() const {
@@ -80,35 +72,6 @@ size_t dtype_size(const std::string& dtype) {
       {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},  {"BOOL", 1}};
   const auto it = kSizes.find(dtype);
   return it == kSizes.end() ? 0 : it->second;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string encode_records(const std::vector<ShardRecord>& records) {
@@ -170,6 +133,26 @@ std::string tiling_problem(const LogicalTensor& t) {
   return "";
 }
 
+namespace {
+constexpr const char* kWritten = "written\n";
+constexpr const char* kFailed = "failed";
+}  // namespace
+
+std::string encode_report(const ShardReport& report) {
+  return report.written ? kWritten + encode_records(report.records) : kFailed;
+}
+
+ShardReport decode_report(const std::string& text) {
+  ShardReport report;
+  if (text == kFailed) return report;
+  const std::string prefix = kWritten;
+  if (text.compare(0, prefix.size(), prefix) != 0)
+    throw std::invalid_argument("not a shard report: '" + text.substr(0, 40) + "'");
+  report.written = true;
+  report.records = decode_records(text.substr(prefix.size()));
+  return report;
+}
+
 TensorIndex merge_records(const std::vector<ShardRecord>& records) {
   TensorIndex index;
   for (const ShardRecord& r : records) {
@@ -193,73 +176,6 @@ TensorIndex merge_records(const std::vector<ShardRecord>& records) {
               [](const ShardRef& a, const ShardRef& b) { return a.offset < b.offset; });
     const std::string why = tiling_problem(t);
     if (!why.empty()) throw std::invalid_argument("tensor '" + name + "': " + why);
-  }
-  return index;
-}
-
-std::string index_json(const TensorIndex& index, const std::string& indent) {
-  std::string out = "{";
-  bool first = true;
-  for (const auto& [name, t] : index) {
-    out += std::string(first ? "" : ",") + "\n" + indent + "  " + json_string(name) +
-           ": {\"shape\": [" + shape_text(t.shape) + "], \"dtype\": \"" + t.dtype +
-           "\", \"shards\": [";
-    for (size_t i = 0; i < t.shards.size(); ++i) {
-      const ShardRef& s = t.shards[i];
-      out += std::string(i ? ", " : "") + "{\"file\": " + json_string(s.file) +
-             ", \"key\": " + json_string(s.key) + ", \"offset\": " + std::to_string(s.offset) +
-             ", \"numel\": " + std::to_string(s.numel) + ", \"crc32\": \"" + hex8(s.crc32) + "\"}";
-    }
-    out += "]}";
-    first = false;
-  }
-  return out + "\n" + indent + "}";
-}
-
-TensorIndex parse_index(const YAML::Node& tensors) {
-  TensorIndex index;
-  if (!tensors.IsMap()) throw std::invalid_argument("\"tensors\" is not an object");
-  for (const auto& entry : tensors) {
-    const std::string name = entry.first.as<std::string>();
-    const YAML::Node& v = entry.second;
-    LogicalTensor t;
-    try {
-      if (!v.IsMap() || !v["shape"].IsSequence() || !v["shards"].IsSequence())
-        throw std::invalid_argument("needs \"shape\", \"dtype\" and \"shards\"");
-      int64_t numel = 1;
-      for (const auto& d : v["shape"]) {
-        t.shape.push_back(d.as<int64_t>());
-        if (t.shape.back() < 0) throw std::invalid_argument("negative dimension");
-        if (__builtin_mul_overflow(numel, t.shape.back(), &numel))
-          throw std::invalid_argument("its element count overflows");
-      }
-      int64_t end = 0;
-      t.dtype = v["dtype"].as<std::string>();
-      if (dtype_size(t.dtype) == 0) throw std::invalid_argument("unknown dtype '" + t.dtype + "'");
-      for (const auto& s : v["shards"]) {
-        ShardRef r;
-        r.file = s["file"].as<std::string>();
-        r.key = s["key"].as<std::string>();
-        r.offset = s["offset"].as<int64_t>();
-        r.numel = s["numel"].as<int64_t>();
-        r.crc32 = static_cast<uint32_t>(std::stoul(s["crc32"].as<std::string>(), nullptr, 16));
-        if (r.offset < 0 || r.numel <= 0 || __builtin_add_overflow(r.offset, r.numel, &end) ||
-            end > numel)
-          throw std::invalid_argument("a shard with offset " + std::to_string(r.offset) +
-                                      " and numel " + std::to_string(r.numel) + " in " +
-                                      std::to_string(numel) + " elements");
-        t.shards.push_back(std::move(r));
-      }
-      std::sort(t.shards.begin(), t.shards.end(),
-                [](const ShardRef& a, const ShardRef& b) { return a.offset < b.offset; });
-      const std::string why = tiling_problem(t);
-      if (!why.empty()) throw std::invalid_argument(why);
-    } catch (const YAML::Exception& e) {
-      throw std::invalid_argument("tensor '" + name + "': " + e.what());
-    } catch (const std::exception& e) {
-      throw std::invalid_argument("tensor '" + name + "': " + e.what());
-    }
-    index.emplace(name, std::move(t));
   }
   return index;
 }

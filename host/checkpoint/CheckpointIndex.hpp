@@ -22,10 +22,6 @@
 
 struct rh_StateDict;
 
-namespace YAML {
-class Node;
-}
-
 namespace rh::checkpoint {
 
 struct ShardRef {
@@ -72,11 +68,19 @@ std::vector<ShardRecord> decode_records(const std::string& text);
 // tile it exactly.
 TensorIndex merge_records(const std::vector<ShardRecord>& records);
 
-// The "tensors" object of meta.json (sorted by name, one line per tensor).
-std::string index_json(const TensorIndex& index, const std::string& indent);
-// Reads it back; throws std::invalid_argument naming the tensor and what is
-// wrong (unknown dtype, negative sizes, shards that do not tile it).
-TensorIndex parse_index(const YAML::Node& tensors);
+// What a rank tells rank 0 once its part of a sharded save is written (or
+// could not be): the shards its files hold, with their checksums. Rank 0
+// merges every rank's into meta.json's table. Travels between ranks as text.
+struct ShardReport {
+  bool written = false;  // false: this rank failed (its log says why)
+  std::vector<ShardRecord> records;
+};
+std::string encode_report(const ShardReport& report);
+// Throws std::invalid_argument for text encode_report did not make.
+ShardReport decode_report(const std::string& text);
+
+// meta.json's text of the table: index_json / parse_index (CheckpointMeta.hpp).
+
 // The tiling check parse_index and merge_records make ("" when fine).
 std::string tiling_problem(const LogicalTensor& t);
 
@@ -94,9 +98,4 @@ std::vector<Piece> pieces_of(const LogicalTensor& t, int64_t offset, int64_t num
 // Bytes per element of a dtype name (0: unknown).
 size_t dtype_size(const std::string& dtype);
 
-}  // namespace rh::checkpoint
-
-namespace rh::checkpoint {
-// `s` as a JSON string literal, quotes included.
-std::string json_string(const std::string& s);
 }  // namespace rh::checkpoint

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,12 +16,13 @@
 #include <iterator>
 #include <regex>
 
+#include "abi/ComponentFactory.hpp"
+#include "abi/HostError.hpp"
+#include "abi/PluginCall.hpp"
+#include "abi/StateDict.hpp"
 #include "checkpoint/BackgroundRemover.hpp"
+#include "checkpoint/CheckpointMeta.hpp"
 #include "common/FaultInjection.hpp"
-#include "plugins/ComponentFactory.hpp"
-#include "plugins/HostError.hpp"
-#include "plugins/PluginCall.hpp"
-#include "plugins/StateDict.hpp"
 
 namespace fs = std::filesystem;
 
@@ -61,13 +61,6 @@ void write_file(const fs::path& p, const std::string& content) {
   }
   ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
   if (::close(fd) != 0) io_error("cannot write " + p.string(), errno);
-}
-
-// Plain-name rule shared by checkpoint names and file stems: it cannot leave
-// the directory, hide itself or carry odd bytes.
-bool plain_name(const std::string& name) {
-  static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.-]*");
-  return name.size() <= 200 && std::regex_match(name, kName);
 }
 
 // The content of `latest` and, when it is not to be followed, why (below).
@@ -199,88 +192,6 @@ rh_CheckpointFileArgs file_args(const fs::path& dir_path, const std::string& dir
 }
 
 }  // namespace
-
-CheckpointMeta read_meta(const fs::path& dir) {
-  fs::path p = dir / "meta.json";
-  if (!fs::exists(p))
-    throw host::HostError(RH_ERROR_DATA_LOSS,
-                          p.string() + " is missing (an incomplete checkpoint)");
-  try {
-    YAML::Node meta = YAML::LoadFile(p.string());  // JSON is YAML
-    CheckpointMeta m;
-    m.format_version = meta["format_version"].as<int>();
-    m.iter = meta["iter"].as<int64_t>();
-    for (const auto& f : meta["files"]) m.files.push_back(f.as<std::string>());
-    if (m.format_version >= 2) {
-      if (meta["strategy"]) m.strategy = meta["strategy"].as<std::string>();
-      if (meta["world_size"]) m.world_size = meta["world_size"].as<int64_t>();
-      try {
-        m.tensors = parse_index(meta["tensors"]);
-      } catch (const std::invalid_argument& e) {
-        throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + ": " + e.what());
-      }
-      for (const auto& [name, t] : m.tensors)
-        for (const ShardRef& s : t.shards)
-          if (std::find(m.files.begin(), m.files.end(), s.file) == m.files.end())
-            throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + ": tensor '" + name +
-                                                          "' has a shard in '" + s.file +
-                                                          "', which \"files\" does not list");
-    }
-    if (const YAML::Node params = meta["optimizer_params"]) {
-      if (!params.IsSequence())
-        throw host::HostError(RH_ERROR_DATA_LOSS,
-                              p.string() + ": \"optimizer_params\" is not a list of names");
-      m.optimizer_params.emplace();
-      for (const auto& n : params) m.optimizer_params->push_back(n.as<std::string>());
-    }
-    if (meta["config"]) m.config = meta["config"].as<std::string>();
-    for (const std::string& stem : m.files) {
-      if (!plain_name(stem))
-        throw host::HostError(RH_ERROR_DATA_LOSS,
-                              "checkpoint " + dir.string() + ": meta.json lists the file stem '" +
-                                  stem +
-                                  "', which is not a plain file name ([A-Za-z0-9_.-], not "
-                                  "starting with '.'); refusing to read it");
-    }
-    return m;
-  } catch (const YAML::Exception& e) {
-    throw host::HostError(RH_ERROR_DATA_LOSS, p.string() + " is corrupted: " + e.what());
-  }
-}
-
-CheckpointMeta read_current_meta(const fs::path& dir) {
-  CheckpointMeta meta = read_meta(dir);
-  if (meta.format_version != kCheckpointFormatVersion)
-    throw host::HostError(
-        RH_ERROR_FAILED_PRECONDITION,
-        "checkpoint " + dir.string() + " has format_version " +
-            std::to_string(meta.format_version) + "; this runner-host reads format " +
-            std::to_string(kCheckpointFormatVersion) +
-            " (docs/checkpoint-format.md). Format 1 (runner-host before the sharded layout) "
-            "has no tensor table: load_from: " +
-            (dir / "model.safetensors").string() + " starts from its weights");
-  return meta;
-}
-
-std::string meta_digest(const fs::path& dir) {
-  const fs::path p = dir / "meta.json";
-  std::error_code ec;
-  if (!fs::is_regular_file(p, ec))
-    throw host::HostError(RH_ERROR_DATA_LOSS,
-                          p.string() + " is missing (an incomplete checkpoint)");
-  std::ifstream in(p, std::ios::binary);
-  if (!in) io_error("cannot open " + p.string(), errno);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) io_error("cannot read " + p.string(), errno);
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a 64: offset basis and prime
-  for (unsigned char c : bytes) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
-}
 
 CheckpointStore::CheckpointStore(fs::path work_dir, host::CheckpointIoInstance& io)
     : work_dir_(std::move(work_dir)), io_(io), remover_(std::make_unique<BackgroundRemover>()) {}
@@ -604,8 +515,7 @@ bool CheckpointStore::load_slices(const fs::path& dir, const std::string& stem,
                                   const std::vector<rh_CheckpointSlice>& slices,
                                   rh_StateDict& out) const {
   const rh_CheckpointIoVtable& vt = io_.vtable();
-  if (!RH_STRUCT_HAS(&vt, rh_CheckpointIoVtable, LoadSlices) || vt.LoadSlices == nullptr)
-    return false;
+  if (vt.LoadSlices == nullptr) return false;
   const std::string dir_str = dir.string();
   rh_CheckpointFileArgs args = file_args(dir, dir_str, stem, &out);
   rh_Error* err = host::call_plugin(io_.what() + " LoadSlices", [&] {

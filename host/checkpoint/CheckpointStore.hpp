@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "checkpoint/CheckpointIndex.hpp"
+#include "checkpoint/CheckpointMeta.hpp"
 
 struct rh_StateDict;
 struct rh_CheckpointSlice;
@@ -191,39 +192,5 @@ class CheckpointStore {
   host::CheckpointIoInstance& io_;
   std::unique_ptr<BackgroundRemover> remover_;
 };
-
-// Reads meta.json of a checkpoint directory; throws HostError (DATA_LOSS)
-// when missing or unparsable.
-struct CheckpointMeta {
-  int format_version = 0;
-  int64_t iter = 0;
-  std::vector<std::string> files;
-  std::string strategy;  // the strategy that wrote it ("" before format 2)
-  int64_t world_size = 0;
-  // Format 2: every logical tensor and its shards (CheckpointIndex.hpp).
-  TensorIndex tensors;
-  // The parameters the writing run's optimizer held, over every rank (each
-  // one's state is `optim.<name>.<field>`): what `ckpt inspect` checks the
-  // optimizer state covers. nullopt when meta.json does not record them
-  // (runner-host before "optimizer_params").
-  std::optional<std::vector<std::string>> optimizer_params;
-  std::string config;  // the resolved job that wrote it, YAML ("" when absent)
-};
-// The format this runner writes; it reads 2 (format 1, of runner-host
-// before the sharded layout, is refused with the reason).
-constexpr int kCheckpointFormatVersion = 2;
-// Also refuses (DATA_LOSS, naming the checkpoint) a "files" stem that is not
-// a plain file name: a third-party checkpoint-IO plugin may not check.
-CheckpointMeta read_meta(const std::filesystem::path& dir);
-// read_meta of a checkpoint this runner can read (kCheckpointFormatVersion);
-// another format is RH_ERROR_FAILED_PRECONDITION saying what to do instead.
-CheckpointMeta read_current_meta(const std::filesystem::path& dir);
-
-// 64-bit FNV-1a of meta.json's bytes as 16 lowercase hex digits: which
-// checkpoint this is (meta.json holds its iteration and the resolved job),
-// so ranks can confirm they see the same one. Throws HostError
-// (RH_ERROR_DATA_LOSS) naming the file when it is missing, RH_ERROR_IO when
-// it cannot be read.
-std::string meta_digest(const std::filesystem::path& dir);
 
 }  // namespace rh::checkpoint

@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
+#include "abi/HostError.hpp"
 #include "checkpoint/CheckpointStore.hpp"
-#include "plugins/HostError.hpp"
 #include "rh/rh_ckpt_io.h"
 
 namespace fs = std::filesystem;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "abi/StateDict.hpp"
 #include "checkpoint/CheckpointIndex.hpp"
-#include "plugins/StateDict.hpp"
 
 namespace rh::checkpoint {
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <sstream>
 
-#include "plugins/HostError.hpp"
-#include "plugins/StateDict.hpp"
+#include "abi/HostError.hpp"
+#include "abi/StateDict.hpp"
 
 namespace rh::checkpoint {
 namespace {

@@ -7,16 +7,17 @@
 #include <optional>
 #include <set>
 
-#include "PosixFile.hpp"
-#include "SafetensorsHeader.hpp"
+#include "abi/ComponentFactory.hpp"
+#include "abi/HostError.hpp"
+#include "abi/SearchPath.hpp"
 #include "checkpoint/CheckpointIndex.hpp"
+#include "checkpoint/CheckpointMeta.hpp"
 #include "checkpoint/CheckpointStore.hpp"
 #include "checkpoint/ShardReader.hpp"
 #include "config/ConfigNode.hpp"
 #include "config/YamlReader.hpp"
-#include "plugins/ComponentFactory.hpp"
-#include "plugins/HostError.hpp"
-#include "plugins/SearchPath.hpp"
+#include "formats/PosixFile.hpp"
+#include "formats/SafetensorsHeader.hpp"
 #include "rh/cpp/crc32.hpp"
 #include "rh/cpp/error.hpp"
 
@@ -344,13 +345,13 @@ class Tool {
     if (tensors.empty())
       throw host::HostError(RH_ERROR_NOT_FOUND,
                             "checkpoint " + args_.dir.string() + " has no model tensors");
-    ckpt::Header header;
+    safetensors::Header header;
     header.metadata = {{"format", "pt"}};
     uint64_t offset = 0;
     for (const auto& [name, t] : tensors) {
-      ckpt::TensorEntry e;
+      safetensors::TensorEntry e;
       e.name = name;
-      e.dtype = ckpt::dtype_by_name(t->dtype);
+      e.dtype = safetensors::dtype_by_name(t->dtype);
       if (e.dtype == nullptr)
         throw host::HostError(RH_ERROR_UNIMPLEMENTED, "tensor '" + name + "' has dtype " +
                                                           t->dtype + ", which safetensors lacks");
@@ -364,9 +365,9 @@ class Tool {
     const fs::path out = fs::absolute(args_.out);
     const std::string tmp = out.string() + ".tmp";
     try {
-      ckpt::PosixFile file = ckpt::PosixFile::create(tmp);
-      const std::string placeholder = ckpt::encode_header(header);
-      const std::string start = ckpt::file_start(placeholder);
+      posix::PosixFile file = posix::PosixFile::create(tmp);
+      const std::string placeholder = safetensors::encode_header(header);
+      const std::string start = safetensors::file_start(placeholder);
       file.write_all(start.data(), start.size());
       for (size_t i = 0; i < tensors.size(); ++i) {
         rh_StateDict one;
@@ -375,14 +376,14 @@ class Tool {
         file.write_all(t.data(), t.size());
         header.tensors[i].crc32 = rh::crc32_update(0, t.data(), t.size());
       }
-      const std::string final_header = ckpt::encode_header(header);
+      const std::string final_header = safetensors::encode_header(header);
       if (final_header.size() != placeholder.size())
         throw host::HostError(RH_ERROR_INTERNAL, "the header changed size");
       file.write_at(8, final_header.data(), final_header.size());
       file.sync();
       file.close();
-      ckpt::rename_file(tmp, out.string());
-      ckpt::sync_directory(out.parent_path().string());
+      posix::rename_file(tmp, out.string());
+      posix::sync_directory(out.parent_path().string());
     } catch (const rh::Exception& e) {
       fs::remove(tmp);
       throw host::HostError(e.code(), e.what());

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "plugins/StateDict.hpp"
+#include "abi/StateDict.hpp"
 
 namespace rh::host {
 class HostServices;

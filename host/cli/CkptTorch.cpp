@@ -7,8 +7,8 @@
 
 #include <fstream>
 
+#include "abi/HostError.hpp"
 #include "cli/CkptTool.hpp"
-#include "plugins/HostError.hpp"
 
 namespace rh::cli {
 

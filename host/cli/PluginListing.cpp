@@ -4,8 +4,8 @@
 #include <iomanip>
 #include <sstream>
 
-#include "plugins/PluginRegistry.hpp"
-#include "plugins/TypeAliases.hpp"
+#include "abi/PluginRegistry.hpp"
+#include "abi/TypeAliases.hpp"
 
 namespace rh::cli {
 

@@ -11,24 +11,24 @@
 #include <iostream>
 #include <optional>
 
+#include "abi/ComponentFactory.hpp"
+#include "abi/HostApi.hpp"
+#include "abi/HostError.hpp"
+#include "abi/PluginRegistry.hpp"
+#include "abi/SearchPath.hpp"
 #include "cli/CkptTool.hpp"
 #include "cli/CliOptions.hpp"
 #include "cli/PluginListing.hpp"
 #include "cli/RunnerEntry.hpp"
 #include "config/ConfigNode.hpp"
 #include "config/JobLoader.hpp"
-#include "config/JobSchema.hpp"
 #include "config/Schema.hpp"
+#include "job/JobSchema.hpp"
 #include "launch/StopSignal.hpp"
 #include "lifecycle/JobComponents.hpp"
 #include "lifecycle/Runner.hpp"
-#include "plugins/ComponentFactory.hpp"
-#include "plugins/HostApi.hpp"
-#include "plugins/HostError.hpp"
-#include "plugins/PluginRegistry.hpp"
-#include "plugins/SearchPath.hpp"
-#include "torch/BlasCheck.hpp"
-#include "torch/TorchServices.hpp"
+#include "torch_services/BlasCheck.hpp"
+#include "torch_services/TorchServices.hpp"
 
 namespace fs = std::filesystem;
 using namespace rh;

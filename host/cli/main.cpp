@@ -19,7 +19,7 @@
 #include "cli/CliOptions.hpp"
 #include "cli/RunnerEntry.hpp"
 #include "config/JobLoader.hpp"
-#include "config/JobSchema.hpp"
+#include "job/JobSchema.hpp"
 #include "launch/HeapPolicy.hpp"
 #include "launch/LaunchMain.hpp"
 

@@ -6,10 +6,10 @@
 #include <memory>
 #include <mutex>
 
+#include "abi/HostApi.hpp"
+#include "abi/HostError.hpp"
 #include "comm/CommInternal.hpp"
 #include "comm/Communicator.hpp"
-#include "plugins/HostApi.hpp"
-#include "plugins/HostError.hpp"
 
 namespace rh::comm::detail {
 struct Registry;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "abi/HostError.hpp"
 #include "comm/Communicator.hpp"
-#include "plugins/HostError.hpp"
 
 namespace rh::comm::detail {
 

@@ -83,10 +83,19 @@
 // ignores SIGPIPE, while it runs, and restores the previous ones before it
 // returns; call it from one thread at a time (it is meant to be the whole
 // program's work).
+//
+// Where each part lives: the rendezvous of step 1 in LaunchRendezvous; the
+// processes of steps 2 and 5 (fork, exec, process groups, reaping) in
+// WorkerProcesses; the prefixed output of step 3 in WorkerOutput; the
+// signal handling of step 4 (the self-pipe, the mask across fork) in
+// LauncherSignals; what the launcher decides (forwarding, the grace period,
+// the first failure, the exit code) in Launcher.cpp's Supervisor.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "launch/LaunchRendezvous.hpp"  // pick_free_port, PortReservation: step 1
 
 namespace rh::launch {
 
@@ -117,41 +126,6 @@ struct LaunchOptions {
 // workers (pipe, fork) stops those already started and returns 1; one before
 // any worker is started throws std::runtime_error.
 int launch(const LaunchOptions& options, const std::vector<std::string>& worker_argv);
-
-// A port that is free now on `addr` (an ephemeral port the kernel picked).
-// Throws std::runtime_error when nothing can be bound on addr. (Free now
-// only: launch() keeps the port it picks reserved, see PortReservation.)
-int pick_free_port(const std::string& addr);
-
-// A port held for rank 0's rendezvous store: a socket bound to it with
-// SO_REUSEADDR and not listening, so that the kernel gives the port to no
-// other socket while the store, which binds with SO_REUSEADDR, can still
-// listen on it. Closed with the object.
-class PortReservation {
- public:
-  PortReservation() = default;
-  ~PortReservation();
-  PortReservation(PortReservation&& other) noexcept;
-  PortReservation& operator=(PortReservation&& other) noexcept;
-  PortReservation(const PortReservation&) = delete;
-  PortReservation& operator=(const PortReservation&) = delete;
-
-  // A free port on `addr`, held. Throws std::runtime_error when nothing can
-  // be bound on addr.
-  static PortReservation free_port(const std::string& addr);
-  // `port` on `addr`, held when it can be bound; `taken` is set when
-  // something listens on it already (EADDRINUSE). Nothing is held, and
-  // taken stays false, when addr is no address of this host or cannot be
-  // resolved.
-  static PortReservation given_port(const std::string& addr, int port, bool& taken);
-
-  int port() const { return port_; }
-  bool held() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 // The CPUs this process may run on (its affinity mask; at least 1).
 int available_cores();

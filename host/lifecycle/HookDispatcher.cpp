@@ -6,9 +6,9 @@
 #include <chrono>
 #include <map>
 
-#include "plugins/HostApi.hpp"
-#include "plugins/HostError.hpp"
-#include "plugins/StateDict.hpp"
+#include "abi/HostApi.hpp"
+#include "abi/HostError.hpp"
+#include "abi/StateDict.hpp"
 
 namespace rh::lifecycle {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "plugins/ComponentFactory.hpp"
+#include "abi/ComponentFactory.hpp"
 
 struct rh_StateDict;
 

@@ -1,8 +1,8 @@
 #include "lifecycle/JobComponents.hpp"
 
+#include "abi/HostError.hpp"
 #include "config/ConfigNode.hpp"
 #include "optim/OptimSchema.hpp"
-#include "plugins/HostError.hpp"
 
 namespace rh::lifecycle {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 void check_traits(const host::StrategyInstance& strategy) {
   const rh_StrategyTraits t = strategy.traits();
   const rh_StrategyVtable& vt = strategy.vtable();
-  const bool unit_params = RH_STRUCT_HAS(&vt, rh_StrategyVtable, UnitParams) && vt.UnitParams;
+  const bool unit_params = vt.UnitParams != nullptr;
   if (t.load_phase == RH_LOAD_AFTER_WRAP && !unit_params)
     throw host::HostError(
         RH_ERROR_UNIMPLEMENTED,

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "plugins/ComponentFactory.hpp"
+#include "abi/ComponentFactory.hpp"
 
 namespace rh::config {
 class Node;

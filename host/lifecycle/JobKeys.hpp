@@ -1,6 +1,6 @@
 // Reading a validated job's keys by dotted path ("train_cfg.max_iters"),
 // with the default the schema documents when a key is absent. The schema
-// (config/JobSchema.cpp) has already checked types and ranges.
+// (job/JobSchema.cpp) has already checked types and ranges.
 #pragma once
 
 #include <string>

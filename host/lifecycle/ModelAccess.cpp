@@ -7,8 +7,8 @@
 
 #include <array>
 
+#include "abi/HostError.hpp"
 #include "model/Model.hpp"
-#include "plugins/HostError.hpp"
 #include "rh/cpp/torch.hpp"
 
 // Behind the opaque rh_Model: the model, its parameter list, and the DLPack

@@ -19,17 +19,17 @@
 #include <utility>
 #include <vector>
 
+#include "abi/StateDict.hpp"
 #include "checkpoint/CheckpointIndex.hpp"
+#include "checkpoint/CheckpointMeta.hpp"
 #include "checkpoint/TensorDict.hpp"
 #include "lifecycle/Runner.hpp"
 #include "model/Model.hpp"
-#include "plugins/StateDict.hpp"
 #include "rh/rh_strategy.h"
 
 namespace rh::checkpoint {
 class BackgroundSave;
 class CheckpointStore;
-struct CheckpointMeta;
 struct LoadReport;
 }  // namespace rh::checkpoint
 namespace rh::model {
@@ -171,8 +171,17 @@ class RunCheckpoints {
   void start_background_save(
       const std::string& name, int64_t iters_done,
       std::vector<std::pair<std::string, std::unique_ptr<rh_StateDict>>> files,
-      std::vector<checkpoint::ShardRecord> records,
-      std::function<std::string(const std::string& tensors_json)> meta_json, bool sharded);
+      std::vector<checkpoint::ShardRecord> records, checkpoint::CheckpointMeta meta, bool sharded);
+  // The steps of save() (RunCheckpointsSave.cpp says how they fit).
+  struct SaveSet;
+  void collect_model(SaveSet& set, model::Model& model, const optim::OptimWrapper& optim);
+  void collect_optimizer(SaveSet& set, optim::OptimWrapper& optim);
+  void collect_state(SaveSet& set, const RunProgress& progress, c10::Device device,
+                     const std::filesystem::path& dir);
+  checkpoint::CheckpointMeta meta_of(const std::string& name, const RunProgress& progress,
+                                     const SaveSet& set) const;
+  double write_shards(const std::string& name, SaveSet& set);
+  double publish(const std::string& name, SaveSet& set, checkpoint::CheckpointMeta meta);
 
   const config::Node& job_;
   const RunnerOptions& opt_;
@@ -193,9 +202,9 @@ class RunCheckpoints {
   // the saved state in CPU memory, as PyTorch DCP's cached staging keeps).
   std::map<std::string, at::Tensor> staging_;
   std::vector<std::string> removals_after_save_;
-  // check_optimizer_params(): the optimizer's parameters over every rank, as
-  // a JSON list ("" before it ran: meta.json then does not record them).
-  std::string optimizer_params_json_;
+  // check_optimizer_params(): the optimizer's parameters over every rank
+  // (nullopt before it ran: meta.json then does not record them).
+  std::optional<std::vector<std::string>> optimizer_params_;
 };
 
 }  // namespace rh::lifecycle

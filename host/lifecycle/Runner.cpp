@@ -18,6 +18,8 @@
 #include <sstream>
 #include <utility>
 
+#include "abi/HostApi.hpp"
+#include "abi/HostError.hpp"
 #include "checkpoint/CheckpointStore.hpp"
 #include "config/ConfigNode.hpp"
 #include "data/DataLoader.hpp"
@@ -36,10 +38,8 @@
 #include "optim/OptimSchema.hpp"
 #include "optim/OptimWrapper.hpp"
 #include "optim/ParamScheduler.hpp"
-#include "plugins/HostApi.hpp"
-#include "plugins/HostError.hpp"
 #include "rh/cpp/torch_compat.hpp"
-#include "torch/TorchServices.hpp"
+#include "torch_services/TorchServices.hpp"
 
 namespace fs = std::filesystem;
 
@@ -326,8 +326,7 @@ struct Runner::State {
     launch::StopSignalScope accept_stop_signals;  // SIGTERM/SIGUSR1: stop at a boundary
     IterationMetrics iteration_metrics;           // throughput, current RSS, CUDA memory
     const auto& vt = c.strategy->vtable();
-    const bool counts_skips =
-        amp.has_value() || (RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) && vt.ShouldStep);
+    const bool counts_skips = amp.has_value() || vt.ShouldStep != nullptr;
     while (!train_done()) {
       if (train_cfg.by_epoch) hooks.fire(RH_EVENT_BEFORE_TRAIN_EPOCH);
       if (p.sample_shift != 0)  // resumed at a sample this global batch does not divide
@@ -658,8 +657,7 @@ struct Runner::State {
     // without it, refused rather than clipped by this rank's share.
     const config::Node* clip = find_key(job, "optim_wrapper.clip_grad");
     const auto& vt = c.strategy->vtable();
-    const bool reduces_norm =
-        RH_STRUCT_HAS(&vt, rh_StrategyVtable, ReduceGradNorm) && vt.ReduceGradNorm != nullptr;
+    const bool reduces_norm = vt.ReduceGradNorm != nullptr;
     if (clip != nullptr && !clip->is_null() && !reduces_norm)
       throw config::ConfigError(
           clip->location(), clip->path(),

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "abi/ComponentFactory.hpp"
+#include "abi/HostError.hpp"
 #include "data/DataLoader.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/ModelAccess.hpp"
@@ -16,8 +18,6 @@
 #include "model/Model.hpp"
 #include "optim/GradScaler.hpp"
 #include "optim/OptimWrapper.hpp"
-#include "plugins/ComponentFactory.hpp"
-#include "plugins/HostError.hpp"
 #include "rh/cpp/torch_compat.hpp"
 
 namespace rh::lifecycle {
@@ -102,6 +102,9 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
   // this rank's flags (a stop signal, a background save over), so all ranks
   // learn of them together.
   PendingMean mean_loss = world_.start_mean(loss, flags);
+  // The registry's copy of the vtable is zero past the plugin's struct_size
+  // (abi/PluginRegistry.hpp): an entry of a newer ABI minor than the plugin's
+  // reads as NULL, so a NULL check is the whole test.
   const auto& vt = strategy_.vtable();
   StepResult result;
   {
@@ -109,7 +112,7 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     if (vt.BeforeBackward)
       strategy_.check("BeforeBackward", vt.BeforeBackward(strategy_.handle(), step ? 1 : 0));
     // fp16: the strategy's loss scale (it divides it out of its gradients).
-    if (RH_STRUCT_HAS(&vt, rh_StrategyVtable, LossScale) && vt.LossScale)
+    if (vt.LossScale != nullptr)
       strategy_.check("LossScale", vt.LossScale(strategy_.handle(), &result.loss_scale));
     if (amp_) {
       // A strategy of ABI 1.7 or older cannot declare precision_keys: one
@@ -136,8 +139,7 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     RECORD_USER_SCOPE("rh::unscale");
     result.skipped = result.skipped_by_amp = unscale_and_check(iteration);
   }
-  if (step && !result.skipped && RH_STRUCT_HAS(&vt, rh_StrategyVtable, ShouldStep) &&
-      vt.ShouldStep) {
+  if (step && !result.skipped && vt.ShouldStep != nullptr) {
     int32_t go = 1;
     strategy_.check("ShouldStep", vt.ShouldStep(strategy_.handle(), &go));
     result.skipped = go == 0;
@@ -149,7 +151,7 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     {
       RECORD_USER_SCOPE("rh::optimizer_step");
       std::function<double(double, double)> reduce_norm;
-      if (RH_STRUCT_HAS(&vt, rh_StrategyVtable, ReduceGradNorm) && vt.ReduceGradNorm)
+      if (vt.ReduceGradNorm != nullptr)
         reduce_norm = [this, &vt](double norm_type, double local) {
           strategy_.check("ReduceGradNorm",
                           vt.ReduceGradNorm(strategy_.handle(), norm_type, &local));

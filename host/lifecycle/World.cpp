@@ -12,14 +12,14 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "abi/HostApi.hpp"
+#include "abi/HostError.hpp"
 #include "comm/Communicator.hpp"
 #include "comm/RankDevice.hpp"
 #include "config/ConfigNode.hpp"
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/JobKeys.hpp"
 #include "model/Model.hpp"
-#include "plugins/HostApi.hpp"
-#include "plugins/HostError.hpp"
 
 namespace rh::lifecycle {
 namespace {

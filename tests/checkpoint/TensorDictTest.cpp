@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "abi/StateDict.hpp"
 #include "checkpoint/TensorDict.hpp"
-#include "plugins/StateDict.hpp"
 
 namespace rh::checkpoint {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "abi/HostApi.hpp"
 #include "comm/Communicator.hpp"
 #include "comm/MultiProcess.hpp"
-#include "plugins/HostApi.hpp"
 
 namespace {
 

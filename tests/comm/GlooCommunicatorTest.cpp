@@ -14,10 +14,10 @@
 #include <fstream>
 #include <thread>
 
+#include "abi/HostError.hpp"
 #include "comm/Communicator.hpp"
 #include "comm/MultiProcess.hpp"
 #include "common/TestUtil.hpp"
-#include "plugins/HostError.hpp"
 
 namespace {
 

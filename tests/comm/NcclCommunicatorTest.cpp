@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
+#include "abi/HostError.hpp"
 #include "comm/Communicator.hpp"
 #include "comm/MultiProcess.hpp"
 #include "common/TestUtil.hpp"
-#include "plugins/HostError.hpp"
 
 namespace {
 

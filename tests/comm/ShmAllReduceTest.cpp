@@ -17,12 +17,12 @@
 #include <random>
 #include <thread>
 
+#include "abi/HostError.hpp"
 #include "comm/Communicator.hpp"
 #include "comm/MultiProcess.hpp"
 #include "comm/Reduce.hpp"
 #include "comm/ShmAllReduce.hpp"
 #include "common/TestUtil.hpp"
-#include "plugins/HostError.hpp"
 
 namespace {
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "config/JobSchema.hpp"
 #include "config/Schema.hpp"
+#include "job/JobSchema.hpp"
 
 namespace fs = std::filesystem;
 

@@ -2,8 +2,8 @@
 
 #include "ConfigTestUtil.hpp"
 #include "config/JobLoader.hpp"
-#include "config/JobSchema.hpp"
 #include "config/YamlReader.hpp"
+#include "job/JobSchema.hpp"
 
 namespace rh::config {
 namespace {

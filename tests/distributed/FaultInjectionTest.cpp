@@ -407,7 +407,7 @@ class CorruptPluginTest : public ::testing::Test {
   fs::path damaged(const std::string& shipped, const std::string& name,
                    const std::function<void(std::string&)>& damage) {
     const fs::path from =
-        fs::path(RH_RUNNER_HOST).parent_path().parent_path() / "lib/runner-host/plugins" / shipped;
+        fs::path(RH_RUNNER_HOST).parent_path().parent_path() / "lib/runner-host/abi" / shipped;
     std::string bytes = rh::test::read_file(from);
     EXPECT_GT(bytes.size(), 65536u) << from;
     damage(bytes);

@@ -338,9 +338,11 @@ TEST_F(ReshardTest, AChangeOfPrecisionResumesFromTheMasters) {
   for (const std::string file : {"optimizer.rank0.safetensors", "optimizer.rank1.safetensors"}) {
     const auto before = rh::test::read_safetensors(dir / "b" / "iter_2" / file);
     const auto after = rh::test::read_safetensors(dir / "b" / "iter_3" / file);
-    for (const auto& [name, values] : before)
-      if (name.size() > 6 && name.compare(name.size() - 6, 6, ".param") == 0)
+    for (const auto& [name, values] : before) {
+      if (name.size() > 6 && name.compare(name.size() - 6, 6, ".param") == 0) {
         EXPECT_TRUE(values == after.at(name)) << file << " " << name << ": the master changed";
+      }
+    }
   }
 
   auto c = run("c", job(bf16, 2, ""), 2);  // blocks.0 frozen: bfloat16, no master

@@ -1,6 +1,6 @@
 #include "FuzzEntries.hpp"
+#include "abi/HostError.hpp"
 #include "checkpoint/CheckpointStore.hpp"
-#include "plugins/HostError.hpp"
 
 namespace rh::fuzz {
 

@@ -5,9 +5,9 @@
 
 #include "FuzzEntries.hpp"
 #include "config/JobLoader.hpp"
-#include "config/JobSchema.hpp"
 #include "config/YamlReader.hpp"
 #include "config/YamlWriter.hpp"
+#include "job/JobSchema.hpp"
 
 namespace rh::fuzz {
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "FuzzEntries.hpp"
-#include "plugins/HostError.hpp"
-#include "plugins/PluginRegistry.hpp"
+#include "abi/HostError.hpp"
+#include "abi/PluginRegistry.hpp"
 
 namespace rh::fuzz {
 namespace {

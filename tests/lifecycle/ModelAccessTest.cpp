@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "abi/HostError.hpp"
 #include "lifecycle/ModelAccess.hpp"
 #include "model/ModelTestUtil.hpp"
-#include "plugins/HostError.hpp"
 #include "rh/cpp/torch.hpp"
 
 namespace {

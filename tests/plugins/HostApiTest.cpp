@@ -7,11 +7,11 @@
 #include <cstring>
 #include <vector>
 
+#include "abi/HostApi.hpp"
+#include "abi/StateDict.hpp"
 #include "common/TestUtil.hpp"
 #include "config/ConfigNode.hpp"
 #include "config/JobLoader.hpp"
-#include "plugins/HostApi.hpp"
-#include "plugins/StateDict.hpp"
 
 using ::testing::HasSubstr;
 

@@ -4,14 +4,14 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "abi/ComponentFactory.hpp"
+#include "abi/HostApi.hpp"
+#include "abi/HostError.hpp"
+#include "abi/PluginRegistry.hpp"
+#include "abi/SearchPath.hpp"
 #include "common/LogCapture.hpp"
 #include "common/TestUtil.hpp"
 #include "config/JobLoader.hpp"
-#include "plugins/ComponentFactory.hpp"
-#include "plugins/HostApi.hpp"
-#include "plugins/HostError.hpp"
-#include "plugins/PluginRegistry.hpp"
-#include "plugins/SearchPath.hpp"
 
 namespace fs = std::filesystem;
 using namespace rh::host;

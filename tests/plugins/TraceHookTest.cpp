@@ -3,11 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "abi/ComponentFactory.hpp"
+#include "abi/HostApi.hpp"
+#include "abi/StateDict.hpp"
 #include "common/TestUtil.hpp"
 #include "config/JobLoader.hpp"
-#include "plugins/ComponentFactory.hpp"
-#include "plugins/HostApi.hpp"
-#include "plugins/StateDict.hpp"
 
 namespace fs = std::filesystem;
 using namespace rh::host;

@@ -96,7 +96,7 @@ TEST_F(MetricsHookTest, WritesStrictJson) {
               {"x", 2}});
   EXPECT_EQ(read_file(file()),
             "{\"mode\": \"train\", \"epoch\": 0, \"iter\": 1, \"loss\": null, \"scale\": null, "
-            "\"quote\\\"back\\\\slash\\u0009tab\": 1, \"x\": 1}\n");
+            "\"quote\\\"back\\\\slash\\ttab\": 1, \"x\": 1}\n");
   // Each left-out name is reported once.
   train_iter(*hook, 0, 1, {{"iter", 5}});
   const auto warnings = host_.log_texts(RH_LOG_WARN);

@@ -22,14 +22,14 @@
 #include <utility>
 #include <vector>
 
+#include "abi/ComponentFactory.hpp"
+#include "abi/HostApi.hpp"
+#include "abi/HostError.hpp"
+#include "abi/PluginRegistry.hpp"
+#include "abi/StateDict.hpp"
 #include "common/TestUtil.hpp"
 #include "config/ConfigNode.hpp"
 #include "config/JobLoader.hpp"
-#include "plugins/ComponentFactory.hpp"
-#include "plugins/HostApi.hpp"
-#include "plugins/HostError.hpp"
-#include "plugins/PluginRegistry.hpp"
-#include "plugins/StateDict.hpp"
 
 namespace rh::test {
 

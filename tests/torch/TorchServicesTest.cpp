@@ -2,9 +2,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "plugins/HostApi.hpp"
+#include "abi/HostApi.hpp"
 #include "rh/cpp/torch.hpp"
-#include "torch/TorchServices.hpp"
+#include "torch_services/TorchServices.hpp"
 
 namespace {
 

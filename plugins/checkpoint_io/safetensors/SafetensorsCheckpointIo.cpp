@@ -57,9 +57,9 @@
 #include <thread>
 #include <vector>
 
-#include "Json.hpp"
-#include "PosixFile.hpp"
-#include "SafetensorsHeader.hpp"
+#include "formats/Json.hpp"
+#include "formats/PosixFile.hpp"
+#include "formats/SafetensorsHeader.hpp"
 #include "rh/cpp/crc32.hpp"
 #include "rh/cpp/plugin.hpp"
 
@@ -68,10 +68,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace {
 
-using rh::ckpt::Dtype;
-using rh::ckpt::Header;
-using rh::ckpt::PosixFile;
-using rh::ckpt::TensorEntry;
+using rh::posix::PosixFile;
+using rh::safetensors::Dtype;
+using rh::safetensors::Header;
+using rh::safetensors::TensorEntry;
 
 constexpr std::string_view kBytesPrefix = "__bytes__.";
 constexpr size_t kVerifyChunk = size_t{8} << 20;
@@ -181,14 +181,14 @@ Source tensor_source(const std::string& key, const DLManagedTensor& managed) {
                                                     std::to_string(t.device.device_type) +
                                                     "; only host-memory tensors can be written");
   }
-  const Dtype* dtype = rh::ckpt::dtype_of(t.dtype);
+  const Dtype* dtype = rh::safetensors::dtype_of(t.dtype);
   if (dtype == nullptr) {
-    throw rh::Exception(
-        RH_ERROR_UNIMPLEMENTED,
-        "safetensors: tensor " + quoted(key) + " has DLPack dtype code " +
-            std::to_string(t.dtype.code) + " bits " + std::to_string(t.dtype.bits) + " lanes " +
-            std::to_string(t.dtype.lanes) +
-            ", which safetensors cannot store (supported: " + rh::ckpt::supported_dtypes() + ")");
+    throw rh::Exception(RH_ERROR_UNIMPLEMENTED,
+                        "safetensors: tensor " + quoted(key) + " has DLPack dtype code " +
+                            std::to_string(t.dtype.code) + " bits " + std::to_string(t.dtype.bits) +
+                            " lanes " + std::to_string(t.dtype.lanes) +
+                            ", which safetensors cannot store (supported: " +
+                            rh::safetensors::supported_dtypes() + ")");
   }
   Source s;
   s.entry.name = key;
@@ -196,10 +196,10 @@ Source tensor_source(const std::string& key, const DLManagedTensor& managed) {
   s.entry.dtype = dtype;
   // The host checks tensors put through the ABI; this plugin checks again so
   // that a bad description from any host is an error, never a short read.
-  if (t.ndim < 0 || t.ndim > rh::ckpt::kMaxDims) {
+  if (t.ndim < 0 || t.ndim > rh::safetensors::kMaxDims) {
     throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "safetensors: tensor " + quoted(key) + " has " +
                                                        std::to_string(t.ndim) + " dimensions (0.." +
-                                                       std::to_string(rh::ckpt::kMaxDims) +
+                                                       std::to_string(rh::safetensors::kMaxDims) +
                                                        " can be written)");
   }
   if (t.ndim > 0 && t.shape == nullptr)
@@ -212,17 +212,17 @@ Source tensor_source(const std::string& key, const DLManagedTensor& managed) {
                           "safetensors: tensor " + quoted(key) + " has a negative dimension");
     s.entry.shape.push_back(static_cast<uint64_t>(t.shape[i]));
     if (__builtin_mul_overflow(numel, static_cast<uint64_t>(t.shape[i]), &numel))
-      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT, "safetensors: tensor " + quoted(key) +
-                                                         " has shape " +
-                                                         rh::ckpt::describe(*dtype, s.entry.shape) +
-                                                         "..., whose element count overflows");
+      throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                          "safetensors: tensor " + quoted(key) + " has shape " +
+                              rh::safetensors::describe(*dtype, s.entry.shape) +
+                              "..., whose element count overflows");
   }
   uint64_t size = 0;
   if (__builtin_mul_overflow(numel, dtype->bytes(), &size) ||
       size > static_cast<uint64_t>(PTRDIFF_MAX))
     throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
                         "safetensors: tensor " + quoted(key) + " " +
-                            rh::ckpt::describe(*dtype, s.entry.shape) +
+                            rh::safetensors::describe(*dtype, s.entry.shape) +
                             " is too large: its size in bytes overflows");
   if (size > 0 && t.data == nullptr)
     throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
@@ -245,7 +245,7 @@ Source bytes_source(const std::string& key, rh_StringView bytes) {
   check_key(key);
   Source s;
   s.entry.name = std::string(kBytesPrefix) + key;
-  s.entry.dtype = rh::ckpt::dtype_by_name("U8");
+  s.entry.dtype = rh::safetensors::dtype_by_name("U8");
   s.entry.shape = {bytes.size};
   s.entry.end = bytes.size;
   s.data = reinterpret_cast<const unsigned char*>(bytes.data);
@@ -281,15 +281,15 @@ OpenedFile open_checked(const std::string& path) {
                         " goes beyond the end of the file (" + std::to_string(size) +
                         " bytes): corrupted or truncated");
   }
-  if (header_size > rh::ckpt::kMaxHeaderSize) {
+  if (header_size > rh::safetensors::kMaxHeaderSize) {
     data_loss(path, "header length " + std::to_string(header_size) + " exceeds the limit of " +
-                        std::to_string(rh::ckpt::kMaxHeaderSize) + " bytes");
+                        std::to_string(rh::safetensors::kMaxHeaderSize) + " bytes");
   }
   std::string json(header_size, '\0');
   file.read_at(8, json.data(), json.size());
   OpenedFile opened{std::move(file), Header{}, 8 + header_size};
   try {
-    opened.header = rh::ckpt::decode_header(json, size);
+    opened.header = rh::safetensors::decode_header(json, size);
   } catch (const rh::Exception& e) {
     throw rh::Exception(e.code(), path + ": " + e.what());
   }
@@ -338,12 +338,12 @@ class SafetensorsCheckpointIo {
     }
     // A header that no reader (ours or Hugging Face's) would accept is
     // refused before anything is written.
-    const std::string encoded = rh::ckpt::encode_header(header);
-    if (encoded.size() > rh::ckpt::kMaxHeaderSize) {
+    const std::string encoded = rh::safetensors::encode_header(header);
+    if (encoded.size() > rh::safetensors::kMaxHeaderSize) {
       throw rh::Exception(
           RH_ERROR_INVALID_ARGUMENT,
           "safetensors: " + paths.file + ": the header would be " + std::to_string(encoded.size()) +
-              " bytes, over the limit of " + std::to_string(rh::ckpt::kMaxHeaderSize) +
+              " bytes, over the limit of " + std::to_string(rh::safetensors::kMaxHeaderSize) +
               " bytes that safetensors readers enforce (" + std::to_string(header.tensors.size()) +
               " tensors; too many or too long names)");
     }
@@ -378,7 +378,7 @@ class SafetensorsCheckpointIo {
     }
     for (const std::string& dir : dirs) {
       try {
-        rh::ckpt::sync_directory(dir);
+        rh::posix::sync_directory(dir);
       } catch (...) {
         if (!first) first = std::current_exception();
       }
@@ -400,7 +400,7 @@ class SafetensorsCheckpointIo {
         if (t.dtype->name != "U8" || t.shape.size() != 1) {
           data_loss(paths.file, "tensor " + quoted(t.name) +
                                     " should hold bytes (U8, 1-D) but is " +
-                                    rh::ckpt::describe(*t.dtype, t.shape));
+                                    rh::safetensors::describe(*t.dtype, t.shape));
         }
         buffer.resize(t.size());
         f.file.read_at(f.data_start + t.begin, buffer.data(), t.size());
@@ -566,9 +566,9 @@ class SafetensorsCheckpointIo {
     try {
       PosixFile file = PosixFile::create(paths.tmp);
       if (checksum_ && total >= kChecksumThreadBytes) checksums = std::thread(checksum_all);
-      const std::string start = rh::ckpt::file_start(encoded);
+      const std::string start = rh::safetensors::file_start(encoded);
       // No bigger than the file: most checkpoints of small models are far below a block.
-      rh::ckpt::BufferedWriter out(
+      rh::posix::BufferedWriter out(
           file, static_cast<size_t>(std::min<uint64_t>(kWriteBlock, start.size() + total)));
       out.write(start.data(), start.size());
       for (const Source& s : sources) out.write(s.data, s.entry.size());
@@ -579,7 +579,7 @@ class SafetensorsCheckpointIo {
         else
           checksum_all();
         for (size_t i = 0; i < sources.size(); ++i) header.tensors[i].crc32 = crcs[i];
-        const std::string final_header = rh::ckpt::encode_header(header);
+        const std::string final_header = rh::safetensors::encode_header(header);
         if (final_header.size() != encoded.size())
           throw rh::Exception(
               RH_ERROR_INTERNAL,
@@ -587,7 +587,7 @@ class SafetensorsCheckpointIo {
         file.write_at(8, final_header.data(), final_header.size());
       }
       file.start_writeback();
-      rh::ckpt::rename_file(paths.tmp, paths.file);
+      rh::posix::rename_file(paths.tmp, paths.file);
       pending_.push_back({std::move(file), paths.dir});
     } catch (...) {
       ::unlink(paths.tmp.c_str());  // best effort: it may never have been created
@@ -634,7 +634,7 @@ class SafetensorsCheckpointIo {
   std::vector<Pending> pending_;
   // Files Verify found whole, as they were then: Load does not check their
   // checksums again while they are unchanged.
-  std::map<std::string, rh::ckpt::FileIdentity> verified_;
+  std::map<std::string, rh::posix::FileIdentity> verified_;
 };
 
 const rh_Component kComponents[] = {

@@ -53,6 +53,7 @@
 #include <string_view>
 #include <vector>
 
+#include "formats/Json.hpp"
 #include "rh/cpp/metric_names.hpp"
 #include "rh/cpp/plugin.hpp"
 
@@ -61,24 +62,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-void append_json_string(std::string& out, std::string_view s) {
-  static const char* kHex = "0123456789abcdef";
-  out += '"';
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      out += "\\u00";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += ch;
-    }
-  }
-  out += '"';
-}
+// JSON strings through the one escaper (formats/Json).
+using rh::json::append_string;
 
 void append_integer(std::string& out, int64_t v) {
   char buf[24];
@@ -211,7 +196,7 @@ class MetricsHook {
       } else {
         seen.push_back(name);
         json = ", ";
-        append_json_string(json, name);
+        append_string(json, name);
         json += ": ";
       }
       keys.json.push_back(std::move(json));
@@ -228,7 +213,7 @@ class MetricsHook {
     text.clear();
     for (const KeptLine& l : lines_) {
       text += "{\"mode\": ";
-      append_json_string(text, l.mode);
+      append_string(text, l.mode);
       text += ", \"epoch\": ";
       append_integer(text, l.epoch);
       text += ", \"iter\": ";

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/Json.hpp"
 #include "rh/cpp/plugin.hpp"
 #include "rh/cpp/torch.hpp"
 
@@ -58,24 +59,8 @@ namespace prof = torch::autograd::profiler;
 
 constexpr std::string_view kAsyncPrefix = "async:";
 
-void append_json_string(std::string& out, std::string_view s) {
-  static const char* kHex = "0123456789abcdef";
-  out += '"';
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      out += "\\u00";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += ch;
-    }
-  }
-  out += '"';
-}
+// JSON strings through the one escaper (formats/Json).
+using rh::json::append_string;
 
 // Microseconds with nanosecond resolution (Chrome's ts/dur unit).
 void append_us(std::string& out, double us) {
@@ -213,7 +198,7 @@ class ProfilerHook {
         const double dur = std::max(0.0, pop.cpuUs() - ts);
         auto common = [&](const char* ph, double at, uint64_t tid) {
           out += "{\"name\": ";
-          append_json_string(out, name);
+          append_string(out, name);
           out += ", \"cat\": ";
           out += async ? "\"async\"" : "\"cpu\"";
           out += ", \"ph\": \"";
@@ -241,7 +226,7 @@ class ProfilerHook {
           append_us(out, dur);
           if (record_shapes_ && !push.shapes().empty()) {
             out += ", \"args\": {\"shapes\": ";
-            append_json_string(out, shapes_text(push.shapes()));
+            append_string(out, shapes_text(push.shapes()));
             out += '}';
           }
           out += '}';

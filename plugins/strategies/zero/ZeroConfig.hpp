@@ -48,13 +48,18 @@
 //   and have no effect, as in DeepSpeed.
 // - A DeepSpeed setting zero implements one way only (allgather_partitions,
 //   cpu_offload, offload_optimizer.device, fp16_master_weights_and_grads,
-//   ZeRO++ switches, ...: the OneWay tables in ZeroConfig.cpp) is accepted
+//   ZeRO++ switches, ...: the OneWay tables in DeepSpeedKeys.cpp) is accepted
 //   with the value that asks for what zero does and refused with any other,
 //   naming what that value asks for and what zero does instead.
 // - Every other key is an error naming it: a DeepSpeed key runner-host does
 //   not implement (pipeline, checkpoint ...), a DeepSpeed key that is a job
 //   key in runner-host (with the job key to set), or an unknown key (with a
 //   "did you mean").
+//
+// The reader is three files: ZeroConfig.cpp validates and resolves (the
+// keys zero reads, their rules, the defaults), DeepSpeedKeys the tables of
+// the DeepSpeed keys it knows otherwise, ZeroConfigView the two sources as
+// one View.
 #pragma once
 
 #include <cstdint>

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "ZeroConfig.hpp"
+#include "abi/HostApi.hpp"
 #include "common/TestUtil.hpp"
 #include "config/ConfigNode.hpp"
 #include "config/YamlReader.hpp"
-#include "plugins/HostApi.hpp"
 
 namespace rh::zero {
 namespace {
