@@ -55,17 +55,17 @@ rh_require_shared_protobuf_lite()
 
 # LibTorch 1.13's TORCH_LIBRARIES lists plain names; gather them into one
 # target that carries the include dirs and the C++ ABI flag.
-add_library(rh_torch_services INTERFACE)
-target_link_libraries(rh_torch_services INTERFACE ${TORCH_LIBRARIES})
-target_include_directories(rh_torch_services SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+add_library(rh_torch INTERFACE)
+target_link_libraries(rh_torch INTERFACE ${TORCH_LIBRARIES})
+target_include_directories(rh_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 separate_arguments(_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
-target_compile_options(rh_torch_services INTERFACE ${_torch_flags})
+target_compile_options(rh_torch INTERFACE ${_torch_flags})
 if(TARGET torch_cuda OR TARGET c10_cuda)
   set(RH_TORCH_DEVICE "cuda")
 else()
   set(RH_TORCH_DEVICE "cpu")
 endif()
-target_compile_definitions(rh_torch_services INTERFACE RH_TORCH_DEVICE="${RH_TORCH_DEVICE}")
+target_compile_definitions(rh_torch INTERFACE RH_TORCH_DEVICE="${RH_TORCH_DEVICE}")
 message(STATUS "runner-host: LibTorch ${Torch_VERSION} (${RH_TORCH_DEVICE})")
 
 # Optional: NCCL (with the CUDA toolkit) for the nccl communicator.

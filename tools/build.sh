@@ -5,14 +5,14 @@
 # plugins); unset, everything is built, tests included.
 # RH_TORCH=system|python|auto (default auto) picks the LibTorch: Debian's
 # 1.13, or on a GPU machine the one in python3's torch with the nvidia-nccl
-# wheel's NCCL (tools/rh_torch_services.sh says when auto picks which). The pick is
+# wheel's NCCL (tools/rh_torch.sh says when auto picks which). The pick is
 # applied when the build directory is first configured; a build directory
 # configured against the other one is refused.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"
-# shellcheck source=tools/rh_torch_services.sh
-source "$ROOT/tools/rh_torch_services.sh"
+# shellcheck source=tools/rh_torch.sh
+source "$ROOT/tools/rh_torch.sh"
 rc=0
 rh_torch_pick || rc=$?
 if [ "$rc" -ne 0 ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Loss curves of the ddp equivalence check as a Markdown table: 1 rank with
 # batch 16 against ddp on 2 ranks with batch 8 each (the job of
-# tests/distributed DdpOnTwoRanksEqualsOneRankWithTheGlobalBatch).
+# tests/host/launch DdpOnTwoRanksEqualsOneRankWithTheGlobalBatch).
 #   tools/ddp_equivalence_table.sh > docs/ddp_equivalence.md   (after tools/build.sh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,7 +34,7 @@ print("# ddp on 2 ranks vs 1 rank with the global batch\n")
 print("MLP 16-64-64-4, SGD lr 0.05 momentum 0.9, 800 synthetic samples, seed 3;")
 print("1 rank: batch 16; ddp: 2 ranks x batch 8 (loss = mean over ranks).")
 print("Produced by `tools/ddp_equivalence_table.sh`; the parameters after 50 steps")
-print("agree within 1e-5 of each tensor's largest value (tests/distributed).\n")
+print("agree within 1e-5 of each tensor's largest value (tests/host/launch).\n")
 print("| iteration | loss, 1 rank | loss, ddp 2 ranks | difference |")
 print("|---:|---:|---:|---:|")
 for it in sorted(a):

@@ -12,7 +12,7 @@
 #       skips) otherwise: a developer machine where it is not installed yet.
 #       Prints the reason either way.
 #
-# RH_TORCH (system | python | auto, tools/rh_torch_services.sh) picks the LibTorch
+# RH_TORCH (system | python | auto, tools/rh_torch.sh) picks the LibTorch
 # the build uses; when it is the python one (a GPU machine's pip LibTorch),
 # Debian's libtorch-dev is left out: its 1.13 headers in /usr/include would
 # stand in unseen for any header the other LibTorch lacks.
@@ -46,8 +46,8 @@ all_packages() {
   printf '%s\n' "${PACKAGES[@]}"
   local pick="${RH_TORCH:-auto}"
   if [ "$pick" != system ] && [ "$pick" != python ]; then
-    # shellcheck source=tools/rh_torch_services.sh
-    source "$ROOT/tools/rh_torch_services.sh"
+    # shellcheck source=tools/rh_torch.sh
+    source "$ROOT/tools/rh_torch.sh"
     rh_torch_pick > /dev/null 2>&1 || RH_TORCH_PICKED=system
     pick="$RH_TORCH_PICKED"
   fi
@@ -73,7 +73,7 @@ case "${1:-}" in
   --missing-is-failure)
     pkg="${2:?--missing-is-failure needs a package name}"
     # Torch packages are the only ones that depend on RH_TORCH: others are
-    # looked up without running python3 (rh_torch_services.sh imports torch).
+    # looked up without running python3 (rh_torch.sh imports torch).
     if on_list "$pkg" "$(printf '%s\n' "${PACKAGES[@]}")" || on_list "$pkg" "$(all_packages)"; then
       if [ -n "${CI:-}" ] && [ "${CI,,}" != false ] && [ "$CI" != 0 ]; then
         echo "$pkg is in tools/install-deps.sh, which CI runs: it must be installed and work"

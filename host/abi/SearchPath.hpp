@@ -16,7 +16,7 @@
 namespace rh::host {
 
 // `env` is RH_PLUGIN_PATH's value (nullptr when unset); `executable` the
-// host's own path, from which <prefix>/lib/runner-host/abi is derived;
+// host's own path, from which <prefix>/lib/runner-host/plugins is derived;
 // `job_dir` the directory of the job file (absolute), nullopt when the host
 // runs without one (`--list-plugins` alone). Each relative entry resolved
 // against it is logged at info with its origin. Throws HostError

@@ -56,7 +56,7 @@ std::string cli_help() {
       << "  1. a component's `plugin:` path in the job file (relative to the job file)\n"
       << "  2. --plugin-path DIR (in order)\n"
       << "  3. RH_PLUGIN_PATH (colon-separated)\n"
-      << "  4. the install's plugin directory (<prefix>/lib/runner-host/abi)\n\n"
+      << "  4. the install's plugin directory (<prefix>/lib/runner-host/plugins)\n\n"
       << describe() << "\n"
       << "Examples:\n"
       << "  runner-host --config configs/quickstart.yaml\n"

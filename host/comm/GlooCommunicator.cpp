@@ -302,6 +302,10 @@ class GlooCommunicator final : public Communicator {
     return submit(
         what,
         [this, b, es, fn, op] {
+          // avg divides each rank's values first, then sums: how ddp averages
+          // (gradients pre-divided by the world size, then summed), so a
+          // strategy averaging with RH_REDUCE_AVG rounds as ddp does.
+          if (op == ReduceOp::Avg) divide_in_place(b.data, b.count, b.dtype, size_);
           if (shm_) {
             shm_->all_reduce(b.data, b.count, es, fn);
           } else {
@@ -313,7 +317,6 @@ class GlooCommunicator final : public Communicator {
             opts.setMaxSegmentSize(kSegmentBytes);
             gloo::allreduce(opts);
           }
-          if (op == ReduceOp::Avg) divide_in_place(b.data, b.count, b.dtype, size_);
         },
         async);
   }
@@ -387,10 +390,13 @@ class GlooCommunicator final : public Communicator {
           // `out` overlaps; shared memory writes each piece of `out` after it
           // copied that piece in, which is enough when `out` is our chunk.
           const bool own_chunk = src + static_cast<size_t>(rank_) * out_bytes == out.data;
+          // avg: the input divided first (a copy: the input is const), as
+          // all_reduce does.
           std::unique_ptr<uint8_t[]> copy;
-          if (overlap && !(shm_ && own_chunk)) {
+          if (op == ReduceOp::Avg || (overlap && !(shm_ && own_chunk))) {
             copy.reset(new uint8_t[in_bytes]);
             std::memcpy(copy.get(), src, in_bytes);
+            if (op == ReduceOp::Avg) divide_in_place(copy.get(), in.count, in.dtype, size_);
             src = copy.get();
           }
           if (shm_)
@@ -398,7 +404,6 @@ class GlooCommunicator final : public Communicator {
           else
             ring_reduce_scatter(context_, src, static_cast<uint8_t*>(out.data), out_bytes, es, fn,
                                 shared_->timeout);
-          if (op == ReduceOp::Avg) divide_in_place(out.data, out.count, out.dtype, size_);
         },
         async);
   }
@@ -504,9 +509,19 @@ class GlooCommunicator final : public Communicator {
     std::string why_not;
     shm_ = ShmAllReduce::connect(kv, rank_, size_, members_, ShmAllReduce::host_identity(),
                                  shared_->timeout, &why_not);
-    if (!shm_ && rank_ == 0)
-      spdlog::info("{}: all_reduce, reduce_scatter and all_gather over TCP ({})",
-                   who_.describe("communicator"), why_not);
+    // Which transport this communicator (the world, or a strategy's group)
+    // uses, once, by its first rank: shared memory inside a host, TCP when a
+    // member is on another.
+    if (rank_ == 0) {
+      if (shm_)
+        spdlog::info(
+            "{}: all_reduce, reduce_scatter and all_gather through shared memory ({} "
+            "ranks on this host)",
+            who_.describe("communicator"), size_);
+      else
+        spdlog::info("{}: all_reduce, reduce_scatter and all_gather over TCP ({})",
+                     who_.describe("communicator"), why_not);
+    }
   }
 
   void check_cpu(const Buffer& b, const char* what) const {

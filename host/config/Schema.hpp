@@ -96,7 +96,7 @@ std::vector<ConfigError> validate(const Node& root, const Schema& schema);
 // Every key path a schema accepts, in field order, each once: nested maps as
 // "a.b", list items as "a[].b", a typed union's variants' keys with the
 // variant in `variants` ("optim_wrapper.optimizer.lr": "SGD, Adam, AdamW").
-// The guard of docs/config-keys.md (tests/config/ConfigKeysDocTest.cpp).
+// The guard of docs/config-keys.md (tests/host/job/ConfigKeysDocTest.cpp).
 struct SchemaKey {
   std::string path;
   std::string doc;       // the first non-empty doc of the field

@@ -11,7 +11,7 @@
 // mean zero: linear classifiers stay near chance while 2·C ReLUs suffice.
 // On the quickstart's data (F = 32, C = 10, 8192 train, noise 0.1) logistic
 // regression reaches ~12% val accuracy, an MLP [128, 128] ~97% in 10 epochs
-// (tests/data/SyntheticClassificationDatasetTest.cpp measures both).
+// (tests/host/data/SyntheticClassificationDatasetTest.cpp measures both).
 //
 // Example i of a split is drawn from its own stream (seed, split, i): lazily,
 // deterministically, and different for train, val and test.

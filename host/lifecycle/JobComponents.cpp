@@ -21,13 +21,28 @@ void check_traits(const host::StrategyInstance& strategy) {
             " declares load_phase after_wrap (weights loaded through the strategy) but has no "
             "UnitParams entry (ABI 1.3) to take them: the host would copy them into the model's "
             "parameters behind the strategy; implement UnitParams or declare before_wrap");
-  if (t.sharded_checkpoint != 0 && (!unit_params || vt.OptimizerParams == nullptr))
+  // sharded_checkpoint needs both entries; the message names the missing
+  // ones. UnitParams too when the model is whole on every rank: the host
+  // cannot tell a model that is whole from one that is sharded, and a
+  // strategy whose ranks hold it whole implements UnitParams in a few lines
+  // (GATHER and RELEASE do nothing, ADOPT keeps the values: docs/plugins.md).
+  if (t.sharded_checkpoint != 0 && (!unit_params || vt.OptimizerParams == nullptr)) {
+    const bool both = !unit_params && vt.OptimizerParams == nullptr;
+    std::string missing = vt.OptimizerParams == nullptr ? "OptimizerParams" : "";
+    if (!unit_params) missing += std::string(missing.empty() ? "" : " and ") + "UnitParams";
+    std::string why;
+    if (vt.OptimizerParams == nullptr) why = "the host saves the shards OptimizerParams gives";
+    if (!unit_params)
+      why += std::string(why.empty() ? "" : " and ") +
+             "gathers the model for rank 0 through UnitParams (it cannot tell a model every "
+             "rank holds whole from a sharded one; with a whole model GATHER and RELEASE do "
+             "nothing and ADOPT keeps the values)";
     throw host::HostError(RH_ERROR_UNIMPLEMENTED,
                           strategy.what() +
                               " declares sharded_checkpoint (every rank writes its own shard) "
-                              "without OptimizerParams and UnitParams (ABI 1.3): the host "
-                              "saves the shards OptimizerParams gives and gathers the model "
-                              "for rank 0 through UnitParams");
+                              "without the entr" +
+                              (both ? "ies " : "y ") + missing + " (ABI 1.3): " + why);
+  }
   if (t.sharded_model_state != 0 && t.sharded_checkpoint == 0)
     throw host::HostError(RH_ERROR_UNIMPLEMENTED,
                           strategy.what() +

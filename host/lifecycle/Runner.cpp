@@ -1,7 +1,11 @@
 // The lifecycle (docs/architecture.md, "The lifecycle"), owned by the host,
 // the same for every strategy. Read Runner::State::train() top to bottom: it
 // is the order. The train step (TrainStep.cpp), the run's checkpoints
-// (RunCheckpoints.cpp) and the world of ranks (World.cpp) live beside it.
+// (RunCheckpoints*.cpp) and the world of ranks (World.cpp) live beside it.
+// Kept whole (~850 lines, over the ~700 the other files keep to): the
+// lifecycle, the loops, the set-up steps they call and when to checkpoint are
+// one story read in order, as llm.c's main() is; each piece that has a seam
+// of its own (the step, checkpoints, the world, hooks) is already apart.
 //
 // Shapes: B = batch, C = classes, T = tokens, V = vocabulary.
 #include "lifecycle/Runner.hpp"

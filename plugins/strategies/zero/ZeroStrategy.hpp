@@ -83,7 +83,7 @@
 // strategy's (no divide by the world size, no reduction), bit for bit in
 // float32.
 //
-// Test-only environment variables (tests/strategies/zero):
+// Test-only environment variables (tests/plugins/strategies/zero):
 //   RH_ZERO_TEST_FP16_COMPUTE=float32  fp16's loss scaling, overflow checks
 //     and skipped steps with float32 working parameters (the CPU cannot run
 //     fp16 here); RH_ZERO_TEST_INJECT_INF=<rank>:<step>[,...] puts an inf

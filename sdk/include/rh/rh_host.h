@@ -63,6 +63,12 @@ typedef enum rh_ConfigKind {
 
 typedef enum rh_ReduceOp {
   RH_REDUCE_SUM = 0,
+  /* Each rank's values divided by Comm_Size, then summed: how ddp averages
+   * gradients (pre-divided by the world size, then summed), so a strategy
+   * averaging with it rounds as ddp does, bit for bit with the gloo backend
+   * (the sum after the division differs on 3 or 5 ranks, not on 2 or 4).
+   * Under NCCL it is ncclAvg, which rounds as NCCL does. Floating dtypes
+   * only. */
   RH_REDUCE_AVG = 1,
   RH_REDUCE_MAX = 2,
   RH_REDUCE_MIN = 3
@@ -205,11 +211,14 @@ typedef struct rh_HostApi {
   /* In place on `tensor`. */
   rh_Error* (*Comm_AllReduce)(rh_Comm* comm, DLManagedTensor* tensor, rh_ReduceOp op,
                               rh_CommWork** work);
-  /* `output` holds Comm_Size inputs concatenated in rank order (dim 0). */
+  /* `output` holds Comm_Size inputs concatenated in rank order (dim 0).
+   * `input` may be this rank's slot of `output` exactly (in place); any
+   * other overlap is refused (RH_ERROR_INVALID_ARGUMENT). */
   rh_Error* (*Comm_AllGather)(rh_Comm* comm, const DLManagedTensor* input, DLManagedTensor* output,
                               rh_CommWork** work);
   /* `input` holds Comm_Size equal chunks (dim 0); rank r gets the reduction
-   * of every rank's chunk r in `output`. */
+   * of every rank's chunk r in `output`. `output` may overlap `input` (this
+   * rank's chunk of it, typically); `input` is never written. */
   rh_Error* (*Comm_ReduceScatter)(rh_Comm* comm, const DLManagedTensor* input,
                                   DLManagedTensor* output, rh_ReduceOp op, rh_CommWork** work);
   /* In place; rank `root` (in this communicator) sends. */

@@ -58,8 +58,14 @@ typedef struct rh_ParamInfo {
 } rh_ParamInfo;
 #define RH_PARAM_INFO_STRUCT_SIZE RH_STRUCT_SIZE(rh_ParamInfo, tied)
 
-/* Called when parameter `index`'s gradient for this backward is complete.
- * Runs on the autograd thread; must not call collectives synchronously. */
+/* Called when parameter `index`'s gradient for this backward is complete:
+ * autograd has accumulated this backward's contribution into the gradient,
+ * so inside an accumulation window it holds the sum over the window's
+ * micro-batches so far. Runs on the autograd thread; must not call
+ * collectives synchronously. It returns nothing, so it cannot fail: a
+ * strategy records what went wrong (as ddp does) and returns the error from
+ * its next entry that can (SyncGradients), which stops the step on every
+ * rank with the message. */
 typedef void (*rh_GradReadyFn)(void* user_data, size_t param_index);
 /* Called at a unit's phase; an error aborts the step. */
 typedef rh_Error* (*rh_UnitFn)(void* user_data, int32_t unit, rh_UnitPhase phase);
@@ -180,7 +186,9 @@ typedef struct rh_StrategyTraits {
 } rh_StrategyTraits;
 #define RH_STRATEGY_TRAITS_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyTraits, precision_keys)
 
-/* SetupEnv: rendezvous is done; choose the device, seed the generators. */
+/* SetupEnv: rendezvous is done; choose the device. The host has already
+ * seeded LibTorch's generators with `seed` (CPU, and CUDA when present);
+ * a strategy seeds only generators of its own. */
 typedef struct rh_SetupEnvArgs {
   size_t struct_size;
   rh_Comm* world;     /* the world communicator, NULL in one process */
@@ -215,13 +223,17 @@ typedef struct rh_OptimParam {
   rh_StringView name;
   /* The values the optimizer updates in place. Ownership passes to the host
    * with the add() call, also when it fails (the host calls the deleter when
-   * the optimizer is destroyed, or at once on failure). */
+   * the optimizer is destroyed, or at once on failure). It may alias the
+   * model parameter (a view of Model_GetParam's tensor, or a range of it):
+   * the step then updates the model in place, and nothing else is needed. */
   DLManagedTensor* param;
   /* Where the strategy leaves this tensor's gradient before each step
    * (SyncGradients); same shape, dtype and device as `param`. The host binds
    * it, without a copy, as the gradient the optimizer reads, and never zeroes
    * it: the strategy owns its values. Ownership passes to the host as for
-   * `param`. */
+   * `param`. It must be the strategy's own memory, not a view of a model
+   * parameter's gradient: the host drops those after each step (set to
+   * none), so such a view would go stale. */
   DLManagedTensor* grad;
   /* 1.3. When `param` is a shard: the shape of the whole parameter `name`
    * (borrowed for the add() call, copied; NULL = `param` is the whole

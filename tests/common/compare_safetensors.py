@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""compare_safetensors.py A B [--rel R] [--what TEXT]
+
+The float32 tensors of two .safetensors files (read with the standard
+library: 8-byte little-endian header length, JSON header, raw data) must
+have the same names and agree within R (default 1e-5) of each tensor's
+largest magnitude in B. Prints the worst relative difference; exits 1 naming
+the first tensor that differs more. The out-of-tree and multi-node tests
+compare two runs' checkpoints with it.
+"""
+import argparse
+import json
+import struct
+import sys
+
+
+def load(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__" or e["dtype"] != "F32":
+            continue
+        b, end = e["data_offsets"]
+        out[name] = struct.unpack("<%df" % ((end - b) // 4), data[8 + n + b:8 + n + end])
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--rel", type=float, default=1e-5)
+    p.add_argument("--what", default="")
+    args = p.parse_args()
+    a, b = load(args.a), load(args.b)
+    if a.keys() != b.keys() or not a:
+        sys.exit(f"FAIL: {args.what}: the tensors differ: {sorted(a)} vs {sorted(b)}")
+    worst = 0.0
+    for name in sorted(a):
+        scale = max(max(abs(x) for x in b[name]), 1e-12)
+        diff = max(abs(x - y) for x, y in zip(a[name], b[name]))
+        worst = max(worst, diff / scale)
+        if diff > args.rel * scale:
+            sys.exit(f"FAIL: {args.what}: {name}: max |diff| {diff} > {args.rel} x {scale}")
+    print(f"ok   {args.what}: {len(a)} tensors, max rel diff {worst:.2g}")
+
+
+if __name__ == "__main__":
+    main()
