@@ -4,7 +4,10 @@
 // Local SGD: every rank steps its own copy of the model on its own data with
 // no gradient communication; every `sync_every` optimizer steps the ranks
 // average their parameters. (With sync_every: 1 and plain SGD this equals
-// data parallel: the mean of w - lr·g_r is w - lr·mean(g).)
+// data parallel: the mean of w - lr·g_r is w - lr·mean(g).) Between syncs
+// the ranks hold different parameters and a checkpoint holds rank 0's, so a
+// run resumed there differs from the uninterrupted one: the divergence it
+// declares to `runner-host conformance --expect-divergence`.
 //
 //   strategy: {plugin: /path/librh_strategy_local_sgd.so, type: local_sgd, sync_every: 4}
 #include <torch/torch.h>
@@ -39,6 +42,16 @@ class LocalSgd {
 
   // No gradient communication at all: each rank's optimizer uses its own.
   void sync_gradients(bool) {}
+
+  // The step counter drives the sync schedule: saved with every checkpoint
+  // (strategy.steps in state.safetensors), so a resumed run syncs when the
+  // uninterrupted one does.
+  void state_export(rh_StateDict* dict) { rh::put_longs(host_, dict, "steps", {steps_}); }
+  void state_import(const rh_StateDict* dict) {
+    std::vector<int64_t> steps;
+    if (rh::get_longs(host_, dict, "steps", steps, "strategy 'local_sgd'") && steps.size() == 1)
+      steps_ = steps[0];
+  }
 
   void after_optimizer_step() {
     if (++steps_ % sync_every_ != 0) return;

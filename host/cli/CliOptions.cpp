@@ -50,7 +50,9 @@ std::string cli_help() {
   std::ostringstream out;
   out << "Usage: runner-host --config JOB.yaml [options]\n"
       << "       runner-host ckpt inspect|consolidate|convert DIR ... (the checkpoint tool:\n"
-      << "       runner-host ckpt --help)\n\n"
+      << "       runner-host ckpt --help)\n"
+      << "       runner-host conformance --strategy PATH.so ... (checks a strategy plugin:\n"
+      << "       runner-host conformance --help)\n\n"
       << "Trains a LibTorch model as the YAML job says; strategies, hooks and checkpoint\n"
       << "storage are plugins (shared libraries) found on the plugin search path:\n"
       << "  1. a component's `plugin:` path in the job file (relative to the job file)\n"

@@ -1,5 +1,6 @@
 // runner-host: the program. It parses the command line, answers --help,
-// runs the built-in launcher (--nproc-per-node / --nnodes) itself, and hands
+// runs the built-in launcher (--nproc-per-node / --nnodes) and `runner-host
+// conformance` (which only runs this program again) itself, and hands
 // everything else (a job, --version, --list-plugins, `ckpt ...`) to the
 // runner library, which it loads only then (cli/RunnerEntry.hpp says why:
 // this file and what it links are free of LibTorch, so the launcher starts
@@ -15,9 +16,11 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "cli/CliOptions.hpp"
 #include "cli/RunnerEntry.hpp"
+#include "cli/conformance/Conformance.hpp"
 #include "config/JobLoader.hpp"
 #include "job/JobSchema.hpp"
 #include "launch/HeapPolicy.hpp"
@@ -68,6 +71,11 @@ rh::launch::JobRendezvousKeys job_rendezvous_keys(const rh::cli::CliOptions& opt
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("runner-host"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+
+  // `runner-host conformance ...`: its jobs are runs of this program, so it
+  // needs neither LibTorch nor the runner library.
+  if (argc >= 2 && std::string(argv[1]) == "conformance")
+    return rh::cli::conformance::run_conformance(std::vector<std::string>(argv + 2, argv + argc));
 
   // `runner-host ckpt ...` has its own command line (the library parses it).
   const bool ckpt = argc >= 2 && std::string(argv[1]) == "ckpt";

@@ -29,3 +29,15 @@ grep -q "strategy local_sgd" "$tmp/local.log" || fail "local_sgd was not the str
 # The float32 tensors of both checkpoints, within 1e-5.
 python3 "$source_dir/tests/common/compare_safetensors.py" "$tmp/local/iter_20/model.safetensors" \
   "$tmp/ddp/iter_20/model.safetensors" --what "local_sgd (sync_every 1) matches ddp"
+
+# `runner-host conformance` on it, as its author would run it: lossy by
+# design (sync_every: 4), it declares its divergence; every check passes,
+# equivalence and exact_resume reporting the difference.
+echo "sync_every: 4" > "$tmp/local_sgd.yaml"
+"$host" conformance --strategy "$plugin" --config "$tmp/local_sgd.yaml" --ranks 2 \
+  --expect-divergence "averages every 4 steps" >"$tmp/conformance.log" 2>&1 ||
+  fail "runner-host conformance on the local SGD example" "$tmp/conformance.log"
+[[ $(grep -c "^PASS " "$tmp/conformance.log") == 7 ]] || fail "not every check passed" "$tmp/conformance.log"
+grep -q "^PASS equivalence: .*divergence expected: averages every 4 steps" "$tmp/conformance.log" ||
+  fail "equivalence did not report the declared divergence" "$tmp/conformance.log"
+echo "ok   runner-host conformance passes on local_sgd (divergence declared)"
