@@ -21,6 +21,7 @@
 #include "cli/CliOptions.hpp"
 #include "cli/RunnerEntry.hpp"
 #include "cli/conformance/Conformance.hpp"
+#include "cli/parity/Parity.hpp"
 #include "config/JobLoader.hpp"
 #include "job/JobSchema.hpp"
 #include "launch/HeapPolicy.hpp"
@@ -76,6 +77,9 @@ int main(int argc, char** argv) {
   // needs neither LibTorch nor the runner library.
   if (argc >= 2 && std::string(argv[1]) == "conformance")
     return rh::cli::conformance::run_conformance(std::vector<std::string>(argv + 2, argv + argc));
+  // `runner-host parity ...`: two runs of this program, compared step by step.
+  if (argc >= 2 && std::string(argv[1]) == "parity")
+    return rh::cli::parity::run_parity(std::vector<std::string>(argv + 2, argv + argc));
 
   // `runner-host ckpt ...` has its own command line (the library parses it).
   const bool ckpt = argc >= 2 && std::string(argv[1]) == "ckpt";

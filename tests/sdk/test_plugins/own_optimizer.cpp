@@ -9,7 +9,12 @@
 //              load_phase: before_wrap|after_wrap, sharded_checkpoint: false,
 //              name_prefix: "",   # prepended to each tensor's name (a strategy
 //                                 # that names its tensors its own way)
-//              split_over_ranks: false}
+//              split_over_ranks: false,
+//              perturb_step: 0, perturb_param: ""}
+//
+// perturb_step: N adds 0.01 to the first element of parameter
+// `perturb_param` after optimizer step N: an injected difference at a
+// known step and tensor, for `runner-host parity` to find.
 //
 // split_over_ranks: true does what a third-party author can get wrong from
 // the docs: it hands each rank's optimizer different whole parameters
@@ -76,6 +81,8 @@ class OwnOptimizer {
     sharded_ = cfg.get<bool>("sharded_checkpoint", false);
     prefix_ = cfg.get<std::string>("name_prefix", "");
     split_ = cfg.get<bool>("split_over_ranks", false);
+    perturb_step_ = cfg.get<int64_t>("perturb_step", 0);
+    perturb_param_ = cfg.get<std::string>("perturb_param", "");
   }
   void traits(rh_StrategyTraits& t) const {
     t.load_phase = after_wrap_ ? RH_LOAD_AFTER_WRAP : RH_LOAD_BEFORE_WRAP;
@@ -126,6 +133,19 @@ class OwnOptimizer {
     }
   }
 
+  void after_optimizer_step() {
+    if (++steps_ != perturb_step_) return;
+    for (Param& p : params_) {
+      if (p.name != prefix_ + perturb_param_ || p.view.dtype.code != kDLFloat ||
+          p.view.dtype.bits != 32)
+        continue;
+      *reinterpret_cast<float*>(static_cast<char*>(p.view.data) + p.view.byte_offset) += 0.01f;
+      return;
+    }
+    throw rh::Exception(RH_ERROR_INVALID_ARGUMENT,
+                        "perturb_param: no float32 trainable parameter '" + perturb_param_ + "'");
+  }
+
  private:
   struct Param {
     size_t index;
@@ -141,6 +161,9 @@ class OwnOptimizer {
   bool sharded_ = false;
   std::string prefix_;
   bool split_ = false;
+  int64_t perturb_step_ = 0;
+  std::string perturb_param_;
+  int64_t steps_ = 0;
   int32_t rank_ = 0;
   int32_t size_ = 1;
   std::vector<Param> params_;
