@@ -1,5 +1,7 @@
 #include "lifecycle/JobComponents.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "abi/HostError.hpp"
 #include "config/ConfigNode.hpp"
 #include "optim/OptimSchema.hpp"
@@ -72,6 +74,12 @@ void check_traits(const host::StrategyInstance& strategy) {
 // the model and scale the loss a second time. Refused before anything runs,
 // quoting the strategy's settings.
 void check_precision(const host::StrategyInstance& strategy, const config::Node& job) {
+  // Said once at start-up (rank 0's log is enough: every rank runs the same
+  // strategy): what `runner-host parity` shows of a strategy's precision.
+  const rh_StringView own = strategy.traits().precision_keys;
+  if (own.data != nullptr && own.size != 0)
+    spdlog::info("{} computes in a precision of its own: {}", strategy.what(),
+                 std::string(own.data, own.size));
   const config::Node* optim_wrapper = job.find("optim_wrapper");
   if (optim_wrapper == nullptr) return;
   const std::optional<optim::AmpSettings> amp = optim::read_amp_settings(*optim_wrapper);

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# two_hosts_equal_one.sh <runner-host> <name> <strategy yaml>
+# two_hosts_equal_one.sh <runner-host> <name> <strategy yaml> [launcher|env]
 #
 # Issue 32: the same job on 2 simulated hosts x 2 ranks (the built-in
 # launcher on each host: --nnodes 2 --node-rank i --nproc-per-node 2
-# --master-addr <host 0>) and on 1 host x 4 ranks must end with the same
+# --master-addr <host 0>; or, with `env`, one process per rank started with
+# the environment torchrun gives its workers: RANK, WORLD_SIZE, LOCAL_RANK,
+# LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT) and on 1 host x 4
+# ranks must end with the same
 # parameters (within 1e-5 of each tensor's scale), and the checkpoint the
 # 2 hosts wrote must resume on 1 host (2 ranks). The hosts are network
 # namespaces with their own hostname and /dev/shm (simhosts.sh), so the
@@ -11,7 +14,7 @@
 # (a skip, with the reason) where namespaces cannot be made.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bin=$1 name=$2 strategy=$3
+bin=$1 name=$2 strategy=$3 launch=${4:-launcher}
 sim="$here/simhosts.sh"
 why=$("$sim" check) || { echo "$why"; exit 77; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rh-2hosts-$name.XXXXXX")
@@ -34,13 +37,28 @@ YAML
 
 "$sim" up "$set_name" 2
 master=$("$sim" addr "$set_name" 0)
-for i in 0 1; do
-  "$sim" exec "$set_name" "$i" "$bin" --config "$tmp/job.yaml" --nnodes 2 --node-rank "$i" \
-    --nproc-per-node 2 --master-addr "$master" --master-port 29500 \
-    --set work_dir="$tmp/two" >"$tmp/host$i.log" 2>&1 &
-  pids[$i]=$!
-done
-for i in 0 1; do wait "${pids[$i]}" || fail "host $i of 2 failed" "$tmp/host0.log" "$tmp/host1.log"; done
+if [[ "$launch" == env ]]; then
+  # torchrun's worker environment, one process per rank, 2 on each host.
+  for r in 0 1 2 3; do
+    i=$((r / 2))
+    "$sim" exec "$set_name" "$i" env RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 \
+      GROUP_RANK=$i MASTER_ADDR="$master" MASTER_PORT=29500 \
+      "$bin" --config "$tmp/job.yaml" --set work_dir="$tmp/two" >"$tmp/rank$r.log" 2>&1 &
+    pids[$r]=$!
+  done
+  for r in 0 1 2 3; do
+    wait "${pids[$r]}" || fail "rank $r of 4 failed" "$tmp/rank0.log" "$tmp/rank$r.log"
+  done
+  cat "$tmp/rank0.log" "$tmp/rank1.log" >"$tmp/host0.log"
+else
+  for i in 0 1; do
+    "$sim" exec "$set_name" "$i" "$bin" --config "$tmp/job.yaml" --nnodes 2 --node-rank "$i" \
+      --nproc-per-node 2 --master-addr "$master" --master-port 29500 \
+      --set work_dir="$tmp/two" >"$tmp/host$i.log" 2>&1 &
+    pids[$i]=$!
+  done
+  for i in 0 1; do wait "${pids[$i]}" || fail "host $i of 2 failed" "$tmp/host0.log" "$tmp/host1.log"; done
+fi
 # The transport of each communicator, in the log: the world crosses hosts
 # over TCP; hybrid_shard's shard groups (2 ranks on one host) go through
 # shared memory.

@@ -82,7 +82,8 @@ std::string shape_str(const std::vector<uint64_t>& shape) {
 
 }  // namespace
 
-ModelDifference compare_models(const fs::path& file, const fs::path& reference) {
+ModelDifference compare_models(const fs::path& file, const fs::path& reference,
+                               bool across_dtypes) {
   const auto a = read_tensors(file);
   const auto ref = read_tensors(reference);
   const std::string both = file.string() + " and " + reference.string();
@@ -94,7 +95,11 @@ ModelDifference compare_models(const fs::path& file, const fs::path& reference) 
     const auto it = ref.find(name);
     if (it == ref.end()) throw std::runtime_error(both + ": '" + name + "' only in the former");
     const Tensor& r = it->second;
-    if (t.dtype != r.dtype || t.shape != r.shape)
+    const auto by_value = [](const Tensor& x) {
+      return x.dtype == "F32" || x.dtype == "F64" || x.dtype == "BF16";
+    };
+    const bool dtypes_ok = t.dtype == r.dtype || (across_dtypes && by_value(t) && by_value(r));
+    if (!dtypes_ok || t.shape != r.shape)
       throw std::runtime_error(both + ": '" + name + "' is " + t.dtype + " " + shape_str(t.shape) +
                                " against " + r.dtype + " " + shape_str(r.shape));
     double rel = 0;

@@ -21,8 +21,10 @@ struct ModelDifference {
 // do not hold the same tensor names, dtypes and shapes, or a file is
 // unreadable. F32, F64 and BF16 tensors are compared by value; other
 // dtypes byte for byte (any difference counts as infinitely far).
+// `across_dtypes`: F32, F64 and BF16 tensors of different dtypes are
+// compared by value too (parity: strategies that store other dtypes).
 ModelDifference compare_models(const std::filesystem::path& file,
-                               const std::filesystem::path& reference);
+                               const std::filesystem::path& reference, bool across_dtypes = false);
 
 // True when both files hold the same bytes; throws when one is unreadable.
 bool same_bytes(const std::filesystem::path& a, const std::filesystem::path& b);

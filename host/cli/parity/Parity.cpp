@@ -168,6 +168,18 @@ std::string dtypes(const fs::path& checkpoint) {
   return "parameters " + list(params) + ", fp32 masters " + list(masters);
 }
 
+// What the side's log says of its strategy's own precision (the host logs
+// the precision_keys trait, ABI 1.8: zero's bf16/fp16, fsdp's
+// mixed_precision param and reduce dtypes); a strategy without one computes
+// and reduces in the parameters' dtype.
+std::string precision(const std::string& log) {
+  const std::string marker = "computes in a precision of its own: ";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return "none of its own (computes and reduces in the parameters')";
+  const size_t from = at + marker.size();
+  return log.substr(from, log.find('\n', from) - from);
+}
+
 std::string cell(const std::optional<double>& v) {
   if (!v) return "-";
   char buf[32];
@@ -223,8 +235,10 @@ int run_parity(const std::vector<std::string>& args) {
   try {
     const auto ma = read_metrics(ra.work_dir / "metrics.jsonl");
     const auto mb = read_metrics(rb.work_dir / "metrics.jsonl");
-    std::cout << "A: " << a_strategy << "\n   " << dtypes(ra.work_dir / "iter_1") << "\n"
-              << "B: " << b_strategy << "\n   " << dtypes(rb.work_dir / "iter_1") << "\n"
+    std::cout << "A: " << a_strategy << "\n   " << dtypes(ra.work_dir / "iter_1")
+              << "; precision: " << precision(ra.log) << "\n"
+              << "B: " << b_strategy << "\n   " << dtypes(rb.work_dir / "iter_1")
+              << "; precision: " << precision(rb.log) << "\n"
               << o.ranks << " ranks, " << o.steps << " steps, tolerance " << o.tolerance << "\n\n";
     std::printf("%5s  %12s %12s  %12s %12s  %10s %10s  %s\n", "step", "loss A", "loss B",
                 "grad_norm A", "grad_norm B", "scale A", "scale B", "params: max rel diff");
@@ -232,7 +246,7 @@ int run_parity(const std::vector<std::string>& args) {
     for (int step = 1; step <= o.steps; ++step) {
       const fs::path fa = ra.work_dir / ("iter_" + std::to_string(step)) / "model.safetensors";
       const fs::path fb = rb.work_dir / ("iter_" + std::to_string(step)) / "model.safetensors";
-      const conformance::ModelDifference d = conformance::compare_models(fb, fa);
+      const conformance::ModelDifference d = conformance::compare_models(fb, fa, true);
       const Step sa = ma.count(step) ? ma.at(step) : Step{};
       const Step sb = mb.count(step) ? mb.at(step) : Step{};
       const bool beyond = d.max_relative > o.tolerance;

@@ -9,7 +9,9 @@
 // loss, grad norm (with clip_grad) and loss scale (AmpOptimWrapper), and
 // the largest relative difference between the two sides' parameters, with
 // the first step and tensor where it passes the tolerance; above it, each
-// side's parameter and master dtypes as its checkpoint stores them.
+// side's parameter and master dtypes as its checkpoint stores them, and its
+// strategy's own precision settings as the host logs them (fsdp's
+// mixed_precision param and reduce dtypes, zero's bf16/fp16).
 // Exit 0: no step differs beyond the tolerance; 1: one does; 2: bad usage
 // or a run that failed.
 #pragma once

@@ -46,10 +46,28 @@ TEST_F(ParityTest, DdpAndZeroStageTwoAgreeAtEveryStep) {
                         "--steps 4 --ranks 2");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("A: {type: ddp}\n   parameters F32, fp32 masters none"));
+  EXPECT_THAT(r.output, HasSubstr("precision: none of its own"));
   EXPECT_THAT(r.output, HasSubstr("fp32 masters F32"));  // zero keeps masters
   for (const char* step : {"\n    1 ", "\n    2 ", "\n    3 ", "\n    4 "})
     EXPECT_THAT(r.output, HasSubstr(step)) << r.output;
   EXPECT_THAT(r.output, HasSubstr("parity: A and B agree within 1e-05 at every step"));
+}
+
+// What each side computes and reduces in: fsdp in bfloat16 (its
+// mixed_precision, logged by the host from the precision_keys trait) against
+// ddp in float32; they part at once, beyond a tolerance of 1e-5.
+TEST_F(ParityTest, EachSidesPrecisionIsShown) {
+  const auto r =
+      parity(kJob, "{type: ddp}\n",
+             "{type: fsdp, mixed_precision: {param_dtype: bfloat16, reduce_dtype: bfloat16}}\n",
+             "--steps 2 --ranks 2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("precision: none of its own (computes and reduces in the "
+                                  "parameters')"));
+  EXPECT_THAT(r.output, HasSubstr("precision: mixed_precision.param_dtype: bfloat16, "
+                                  "mixed_precision.reduce_dtype: bfloat16"))
+      << r.output;
+  EXPECT_THAT(r.output, HasSubstr("parity: first difference beyond 1e-05: step 1"));
 }
 
 TEST_F(ParityTest, AnInjectedDifferenceIsFoundAtItsStepAndTensor) {
