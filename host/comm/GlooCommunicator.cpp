@@ -45,6 +45,7 @@
 
 #include "comm/Backends.hpp"
 #include "comm/CommInternal.hpp"
+#include "comm/Heartbeat.hpp"
 #include "comm/Reduce.hpp"
 #include "comm/ShmAllReduce.hpp"
 
@@ -262,6 +263,9 @@ struct Shared {
   int global_rank;
   std::string rendezvous_at;  // "host:port" of the store, for messages
   bool shared_memory = true;  // RendezvousOptions::shared_memory
+  // Every rank's pulse (Heartbeat.hpp): a failure that names no rank asks it
+  // which ranks stopped, and on which host. Null in a world of one.
+  std::shared_ptr<Heartbeat> heartbeat;
 };
 
 class GlooCommunicator final : public Communicator {
@@ -586,6 +590,13 @@ class GlooCommunicator final : public Communicator {
             detail += " (waiting for rank " +
                       std::to_string(members_[static_cast<size_t>(1 - rank_)]) +
                       ", the other member)";
+          // A failure that names no peer (gloo over TCP: "Connection closed
+          // by peer", a timeout on more than 2 members): which ranks stopped
+          // beating, and where.
+          if (shared_->heartbeat && detail.find("rank ") == std::string::npos) {
+            const std::string lost = shared_->heartbeat->explain_loss();
+            if (!lost.empty()) detail += "; " + lost;
+          }
           auto converted = collective_error(who_, task.name, mentions_timeout(detail),
                                             shared_->timeout_s, task.step, detail);
           failure = converted.what();
@@ -629,6 +640,7 @@ std::unique_ptr<Communicator> create_gloo_world(StorePtr store, const Rendezvous
   shared->rendezvous_at = o.master_addr + ":" + std::to_string(o.master_port);
   shared->shared_memory = o.shared_memory;
   if (o.world_size > 1) shared->device = make_device(o);
+  if (o.world_size > 1) shared->heartbeat = std::make_shared<Heartbeat>(o);
   std::vector<int> members(static_cast<size_t>(o.world_size));
   for (int i = 0; i < o.world_size; ++i) members[static_cast<size_t>(i)] = i;
   return std::make_unique<GlooCommunicator>(std::move(shared), "rh/gloo", std::move(members),
