@@ -10,28 +10,13 @@
 # host/comm/Heartbeat.hpp), leave no process there, and the last
 # checkpoint must stay intact (`runner-host ckpt inspect` accepts it).
 # Exit 77 (a skip, with the reason) where namespaces cannot be made.
-set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
 bin=$1 case=$2
-sim="$here/simhosts.sh"
-why=$("$sim" check) || { echo "$why"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rh-hostloss-$case.XXXXXX")
-set_name="hl$$"
-trap '"$sim" down "$set_name" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $1" >&2; for f in "${@:2}"; do [[ -f "$f" ]] && { echo "--- $f" >&2; tail -30 "$f" >&2; }; done; exit 1; }
-
-cat > "$tmp/job.yaml" <<YAML
-seed: 3
-model: {type: mlp, in_features: 16, hidden: [32, 32], num_classes: 4}
-data:
-  train: {dataset: {type: synthetic_classification, num_samples: 512, num_features: 16, num_classes: 4},
-          batch_size: 4, shuffle: true, num_workers: 0}
-optim_wrapper: {optimizer: {type: AdamW, lr: 0.01}}
-train_cfg: {by_epoch: false, max_iters: 100000000}
+# shellcheck source=tests/multinode/common.sh
+source "$(cd "$(dirname "$0")" && pwd)/common.sh" "hostloss-$case"
+write_job "$tmp/job.yaml" "train_cfg: {by_epoch: false, max_iters: 100000000}
 strategy: {type: ddp}
 hooks: [{type: checkpoint, by_epoch: false, interval: 20, max_keep_ckpts: 2}]
-dist: {timeout_s: 10}
-YAML
+dist: {timeout_s: 10}"
 
 "$sim" up "$set_name" 2
 master=$("$sim" addr "$set_name" 0)

@@ -12,28 +12,14 @@
 # namespaces with their own hostname and /dev/shm (simhosts.sh), so the
 # collectives that cross them go over TCP; the log must say so. Exit 77
 # (a skip, with the reason) where namespaces cannot be made.
-set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$1 name=$2 strategy=$3 launch=${4:-launcher}
-sim="$here/simhosts.sh"
-why=$("$sim" check) || { echo "$why"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rh-2hosts-$name.XXXXXX")
-set_name="eq$$"
-trap '"$sim" down "$set_name" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $1" >&2; for f in "${@:2}"; do [[ -f "$f" ]] && { echo "--- $f" >&2; tail -40 "$f" >&2; }; done; exit 1; }
-
-cat > "$tmp/job.yaml" <<YAML
-seed: 3
-model: {type: mlp, in_features: 16, hidden: [32, 32], num_classes: 4}
-data:
-  train: {dataset: {type: synthetic_classification, num_samples: 512, num_features: 16, num_classes: 4},
-          batch_size: 4, shuffle: true, num_workers: 0}
-optim_wrapper: {optimizer: {type: AdamW, lr: 0.01, weight_decay: 0.01}}
-train_cfg: {by_epoch: false, max_iters: 12}
+# shellcheck source=tests/multinode/common.sh
+source "$here/common.sh" "$name"
+write_job "$tmp/job.yaml" "train_cfg: {by_epoch: false, max_iters: 12}
 hooks: [{type: checkpoint, by_epoch: false, interval: 12}]
 strategy: $strategy
-dist: {timeout_s: 30}
-YAML
+dist: {timeout_s: 30}"
 
 "$sim" up "$set_name" 2
 master=$("$sim" addr "$set_name" 0)
