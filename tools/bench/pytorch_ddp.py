@@ -1,11 +1,13 @@
 """PyTorch's own DistributedDataParallel on the bench job, for bench_ddp.sh.
 
 Starts its own 2 ranks (torch.multiprocessing; Debian's python3-torch 1.13,
-Gloo). Same MLP shape, per-rank batch, optimizer, bucket cap
+Gloo), or with --rank runs that one rank of --world-size, meeting the others
+at --master-addr (bench_multinode.sh: one rank per simulated host). Same MLP shape, per-rank batch, optimizer, bucket cap
 and intra-op threads as the runner-host job; random inputs (their values do
 not change the time). Prints `pytorch ddp: <ms> ms/iteration` on rank 0.
 """
 import argparse
+import datetime
 import os
 import time
 
@@ -17,7 +19,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 def run(rank, a):
     os.environ["RANK"] = str(rank)
-    dist.init_process_group("gloo", rank=rank, world_size=a.ranks)
+    dist.init_process_group("gloo", rank=rank, world_size=a.ranks,
+                            timeout=datetime.timedelta(seconds=120))
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     torch.manual_seed(0)
     layers, width = [], a.in_features
@@ -62,10 +65,15 @@ def main():
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--bucket-cap-mb", type=float, default=25)
+    p.add_argument("--rank", type=int, default=None, help="run this rank alone")
+    p.add_argument("--master-addr", default="127.0.0.1")
     a = p.parse_args()
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = a.master_addr
     os.environ["MASTER_PORT"] = str(a.port)
-    torch.multiprocessing.spawn(run, args=(a,), nprocs=a.ranks)
+    if a.rank is not None:
+        run(a.rank, a)
+    else:
+        torch.multiprocessing.spawn(run, args=(a,), nprocs=a.ranks)
 
 
 if __name__ == "__main__":
