@@ -35,6 +35,7 @@ PACKAGES=(
   # fails under CI (--missing-is-failure).
   python3-torch
   clang libfuzzer-14-dev  # tools/fuzz.sh: the libFuzzer targets
+  iproute2 util-linux     # ip netns, unshare: the simulated hosts of tests/multinode
 )
 # The LibTorch of RH_TORCH=system (the default, what CI builds with).
 TORCH_PACKAGES=(
