@@ -52,13 +52,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+}  // namespace
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string out;
   for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
   return out;
 }
-
-}  // namespace
 
 int64_t LogicalTensor::numel() const {
   int64_t n = 1;

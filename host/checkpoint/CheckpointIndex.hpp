@@ -95,6 +95,9 @@ struct Piece {
 };
 std::vector<Piece> pieces_of(const LogicalTensor& t, int64_t offset, int64_t numel);
 
+// "2,3": a shape as the records and meta.json write it.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 // Bytes per element of a dtype name (0: unknown).
 size_t dtype_size(const std::string& dtype);
 

@@ -19,13 +19,6 @@ namespace {
 
 using json::Value;
 
-// "[2,3]": as meta.json has always written shapes.
-std::string shape_json(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 std::string hex8(uint32_t v) {
   char buf[9];
   std::snprintf(buf, sizeof buf, "%08x", v);
@@ -147,7 +140,7 @@ std::string index_json(const TensorIndex& index, const std::string& indent) {
   bool first = true;
   for (const auto& [name, t] : index) {
     out += std::string(first ? "" : ",") + "\n" + indent + "  " + json::quoted(name) +
-           ": {\"shape\": " + shape_json(t.shape) + ", \"dtype\": " + json::quoted(t.dtype) +
+           ": {\"shape\": [" + shape_text(t.shape) + "], \"dtype\": " + json::quoted(t.dtype) +
            ", \"shards\": [";
     for (size_t i = 0; i < t.shards.size(); ++i) {
       const ShardRef& s = t.shards[i];

@@ -56,6 +56,9 @@ host::HostError cancelled_error(const Identity& who, const char* collective,
                                 const std::string& step, const std::string& first_failure);
 // "2", "0.5", "300" (seconds, compact).
 std::string format_seconds(double s);
+// This machine's host name, as the messages and the store's records give
+// it; "?" when it has none.
+std::string this_host();
 // Validates the list of Communicator::new_group: non-empty, strictly
 // ascending, every rank in [0, size). Throws HostError(INVALID_ARGUMENT).
 void check_group_ranks(const std::vector<int>& ranks, int size);

@@ -134,6 +134,12 @@ std::string Identity::describe(const char* collective) const {
 
 std::string Identity::where() const { return "rank " + std::to_string(global_rank); }
 
+std::string this_host() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "?";
+  return name;
+}
+
 std::string format_seconds(double s) {
   std::ostringstream out;
   out << s;
@@ -261,12 +267,6 @@ bool address_in_use(const std::string& what) {
          what.find(std::strerror(EADDRINUSE)) != std::string::npos;
 }
 
-std::string this_host() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
-}
-
 // How to give the job another port, for the messages below.
 constexpr const char* kOtherPort =
     "Give this job a port of its own with --master-port PORT (or MASTER_PORT, or "
@@ -281,7 +281,7 @@ StorePtr join_job(StorePtr store, const RendezvousOptions& o, const std::string&
   const std::string who = "rank " + std::to_string(o.rank) + " of " + std::to_string(o.world_size);
   if (o.rank == 0) {
     store->set(kJobKey, bytes_of(o.job_id + "\n" + o.job_description + "\n" +
-                                 std::to_string(getpid()) + "\n" + this_host()));
+                                 std::to_string(getpid()) + "\n" + detail::this_host()));
   } else {
     try {
       store->wait({kJobKey}, timeout);

@@ -1,25 +1,18 @@
 #include "comm/Heartbeat.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "abi/HostError.hpp"
+#include "comm/CommInternal.hpp"
 
 namespace rh::comm::detail {
 namespace {
 
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
-
-std::string hostname() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
-}
 
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string out;
@@ -53,7 +46,7 @@ Heartbeat::Heartbeat(const RendezvousOptions& o)
     store = c10::make_intrusive<c10d::PrefixStore>("runner-host/job/" + o.job_id + "/rh",
                                                    std::move(store));
   impl_->store = store;
-  store->set("host/" + std::to_string(rank_), bytes_of(hostname()));
+  store->set("host/" + std::to_string(rank_), bytes_of(this_host()));
   store->set("heartbeat/" + std::to_string(rank_), bytes_of("0"));
   std::vector<std::string> keys;
   for (int r = 0; r < world_size_; ++r) keys.push_back("host/" + std::to_string(r));

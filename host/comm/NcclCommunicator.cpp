@@ -425,12 +425,6 @@ class NcclCommunicator final : public Communicator {
   void* scratch_ = nullptr;  // barrier's element
 };
 
-std::string host_name() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "?";
-  return host;
-}
-
 std::string uuid_text(const cudaUUID_t& uuid) {
   static const char* hex = "0123456789abcdef";
   std::string out;
@@ -451,7 +445,7 @@ void refuse_shared_gpus(c10d::Store& store, const RendezvousOptions& o, int devi
   if (o.world_size <= 1) return;
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-  const std::string mine = host_name() + "\n" + uuid_text(prop.uuid);
+  const std::string mine = this_host() + "\n" + uuid_text(prop.uuid);
   const std::string prefix = "rh/nccl/gpu/";
   std::vector<std::string> seen(static_cast<size_t>(o.world_size));
   try {

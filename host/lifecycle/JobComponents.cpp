@@ -74,8 +74,8 @@ void check_traits(const host::StrategyInstance& strategy) {
 // the model and scale the loss a second time. Refused before anything runs,
 // quoting the strategy's settings.
 void check_precision(const host::StrategyInstance& strategy, const config::Node& job) {
-  // Said once at start-up (rank 0's log is enough: every rank runs the same
-  // strategy): what `runner-host parity` shows of a strategy's precision.
+  // Said at start-up, by every rank as it says its strategy line: what
+  // `runner-host parity` shows of a strategy's precision.
   const rh_StringView own = strategy.traits().precision_keys;
   if (own.data != nullptr && own.size != 0)
     spdlog::info("{} computes in a precision of its own: {}", strategy.what(),
