@@ -38,6 +38,11 @@ po::options_description describe() {
        "the rendezvous port on the master (default: MASTER_PORT, else the job's "
        "dist.master_port, else a free one on one node and 29500 on several; 0 picks a free one, "
        "single node only)")
+      ("max-restarts", po::value<int>()->value_name("N"),
+       "elastic: after a failure (a node lost, a worker failed) restart the workers up to N "
+       "times on the nodes left, resuming from the newest valid checkpoint (default 0)")
+      ("min-nodes", po::value<int>()->value_name("M"),
+       "elastic: go on while at least M nodes are left (default: --nnodes; needs --max-restarts)")
       ("version", "print the version, ABI and native tag")
       ("help,h", "show this help");
   // clang-format on
@@ -114,6 +119,18 @@ CliOptions parse_cli(int argc, const char* const* argv) {
   if (vm.count("node-rank")) o.node_rank = vm["node-rank"].as<int>();
   if (vm.count("master-addr")) o.master_addr = vm["master-addr"].as<std::string>();
   if (vm.count("master-port")) o.master_port = vm["master-port"].as<int>();
+  if (vm.count("max-restarts")) o.max_restarts = vm["max-restarts"].as<int>();
+  if (vm.count("min-nodes")) o.min_nodes = vm["min-nodes"].as<int>();
+  if (o.max_restarts < 0)
+    throw std::runtime_error("--max-restarts: expected 0 or more, got " +
+                             std::to_string(o.max_restarts));
+  if (o.min_nodes < 0 || o.min_nodes > o.nnodes)
+    throw std::runtime_error("--min-nodes: expected 1 to --nnodes " + std::to_string(o.nnodes) +
+                             ", got " + std::to_string(o.min_nodes));
+  if (o.min_nodes > 0 && o.max_restarts == 0)
+    throw std::runtime_error(
+        "--min-nodes needs --max-restarts: without restarts a lost node "
+        "ends the job whatever the minimum");
   if (o.nproc_per_node < 1)
     throw std::runtime_error("--nproc-per-node: expected 1 or more, got " +
                              std::to_string(o.nproc_per_node));

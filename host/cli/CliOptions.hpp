@@ -24,6 +24,8 @@ struct CliOptions {
   int nproc_per_node = 1;  // --nproc-per-node
   int nnodes = 1;          // --nnodes
   int node_rank = 0;       // --node-rank
+  int max_restarts = 0;    // --max-restarts
+  int min_nodes = 0;       // --min-nodes (0: --nnodes)
   // --master-addr and --master-port (0: pick a free port); unset when not
   // given: then MASTER_ADDR/MASTER_PORT, the job's dist.master_addr /
   // dist.master_port, or the default (launch::launch_options) apply.

@@ -8,8 +8,16 @@
 // LibTorch; the workers, and every single-process run, load this library.
 #pragma once
 
-// The symbol runner-host looks up in the library.
+#include <cstddef>
+
+namespace rh::launch {
+class ElasticAgent;
+struct ElasticAgentOptions;
+}  // namespace rh::launch
+
+// The symbols runner-host looks up in the library.
 #define RH_RUNNER_MAIN_SYMBOL "rh_runner_main"
+#define RH_ELASTIC_AGENT_SYMBOL "rh_elastic_agent"
 
 extern "C" {
 // Runs the whole program for argv (the same argv runner-host got) and
@@ -18,4 +26,14 @@ extern "C" {
 // installed the "runner-host" spdlog logger as the default one.
 typedef int (*rh_RunnerMainFn)(int argc, char** argv, const char* heap_policy);
 int rh_runner_main(int argc, char** argv, const char* heap_policy);
+
+// The launcher's elastic rendezvous (--max-restarts; launch/ElasticAgent.hpp),
+// which needs c10d's store and so lives here: the launcher loads the library
+// only when it is elastic. Returns a new agent (the caller owns it; it was
+// built by this same build of runner-host, so the C++ object crosses the
+// boundary safely), or NULL with the reason in error[0..error_size).
+typedef rh::launch::ElasticAgent* (*rh_ElasticAgentFn)(const rh::launch::ElasticAgentOptions* o,
+                                                       char* error, size_t error_size);
+rh::launch::ElasticAgent* rh_elastic_agent(const rh::launch::ElasticAgentOptions* o, char* error,
+                                           size_t error_size);
 }

@@ -15,6 +15,8 @@
 
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,10 +63,43 @@ rh::launch::JobRendezvousKeys job_rendezvous_keys(const rh::cli::CliOptions& opt
       keys.master_port = static_cast<int>(port->as_int());
       keys.master_port_at = port->location().str();
     }
+    if (const rh::config::Node* t = dist->find("timeout_s"); t && !t->is_null())
+      keys.timeout_s = t->as_double();
   } catch (const std::exception&) {
     return {};
   }
   return keys;
+}
+
+// Opens the runner library (once; it stays loaded until exit). nullptr with
+// `error` set when it cannot be loaded.
+void* open_runner_library(std::string& error) {
+  // RTLD_LOCAL: the library's own symbols stay out of the global scope, where
+  // they could interpose on a plugin's; it exports only its entry points.
+  // RTLD_LAZY: LibTorch's functions are bound at their first call, as when
+  // the program linked LibTorch itself (binding them all at once made
+  // `--version` take 1.21 s instead of 0.75-0.92 s).
+  const fs::path library = runner_library();
+  void* handle = ::dlopen(library.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (handle == nullptr) error = ::dlerror();
+  return handle;
+}
+
+// The elastic launcher's rendezvous (--max-restarts), from the runner
+// library: it needs c10d's store, so only an elastic launcher loads LibTorch.
+std::unique_ptr<rh::launch::ElasticAgent> elastic_agent(const rh::launch::ElasticAgentOptions& o) {
+  std::string error;
+  void* handle = open_runner_library(error);
+  if (handle == nullptr)
+    throw std::runtime_error("cannot load the runner library for the elastic rendezvous: " + error);
+  auto make = reinterpret_cast<rh_ElasticAgentFn>(::dlsym(handle, RH_ELASTIC_AGENT_SYMBOL));
+  if (make == nullptr)
+    throw std::runtime_error(runner_library().string() + " has no " RH_ELASTIC_AGENT_SYMBOL
+                                                         " (reinstall runner-host)");
+  char why[1024] = "";
+  rh::launch::ElasticAgent* agent = make(&o, why, sizeof why);
+  if (agent == nullptr) throw std::runtime_error(why);
+  return std::unique_ptr<rh::launch::ElasticAgent>(agent);
 }
 
 }  // namespace
@@ -98,27 +133,23 @@ int main(int argc, char** argv) {
     // The built-in launcher: one worker per local rank, each this program again.
     // Its rendezvous: the flags, else MASTER_ADDR/MASTER_PORT, else the
     // job's dist.master_addr/dist.master_port, else (one node) a free port.
-    if (opts.nproc_per_node > 1 || opts.nnodes > 1)
+    if (opts.nproc_per_node > 1 || opts.nnodes > 1 || opts.max_restarts > 0)
       return rh::launch::run_launcher(
-          {opts.nproc_per_node, opts.nnodes, opts.node_rank, opts.master_addr, opts.master_port},
-          job_rendezvous_keys(opts), argc, argv);
+          {opts.nproc_per_node, opts.nnodes, opts.node_rank, opts.master_addr, opts.master_port,
+           opts.max_restarts, opts.min_nodes},
+          job_rendezvous_keys(opts), argc, argv, elastic_agent);
   }
 
-  // RTLD_LOCAL: the library's own symbols stay out of the global scope, where
-  // they could interpose on a plugin's; it exports only its entry point.
-  // RTLD_LAZY: LibTorch's functions are bound at their first call, as when
-  // the program linked LibTorch itself (binding them all at once made
-  // `--version` take 1.21 s instead of 0.75-0.92 s).
-  const fs::path library = runner_library();
-  void* handle = ::dlopen(library.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  std::string error;
+  void* handle = open_runner_library(error);
   if (handle == nullptr) {
     std::cerr << "runner-host: error: cannot load the runner library (reinstall runner-host): "
-              << ::dlerror() << "\n";
+              << error << "\n";
     return kExitInvalid;
   }
   auto run = reinterpret_cast<rh_RunnerMainFn>(::dlsym(handle, RH_RUNNER_MAIN_SYMBOL));
   if (run == nullptr) {
-    std::cerr << "runner-host: error: " << library.string()
+    std::cerr << "runner-host: error: " << runner_library().string()
               << " is not runner-host's runner library (no " RH_RUNNER_MAIN_SYMBOL
                  "; reinstall runner-host)\n";
     return kExitInvalid;

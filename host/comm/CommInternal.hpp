@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,11 @@ host::HostError cancelled_error(const Identity& who, const char* collective,
                                 const std::string& step, const std::string& first_failure);
 // "2", "0.5", "300" (seconds, compact).
 std::string format_seconds(double s);
+// A store value from text and back.
+std::vector<uint8_t> bytes_of(const std::string& s);
+std::string text_of(const std::vector<uint8_t>& b);
+// An exception's message, without c10's backtrace.
+std::string what_of(const std::exception& e);
 // This machine's host name, as the messages and the store's records give
 // it; "?" when it has none.
 std::string this_host();

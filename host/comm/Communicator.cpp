@@ -134,6 +134,14 @@ std::string Identity::describe(const char* collective) const {
 
 std::string Identity::where() const { return "rank " + std::to_string(global_rank); }
 
+std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+std::string what_of(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  return c10_error ? c10_error->what_without_backtrace() : e.what();
+}
+
 std::string this_host() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "?";
@@ -248,18 +256,13 @@ void check_options(const RendezvousOptions& o) {
 namespace {
 
 using StorePtr = c10::intrusive_ptr<c10d::Store>;
+using detail::bytes_of;
+using detail::text_of;
+using detail::what_of;
 
 // Where rank 0 says which job the store serves: "<id>\n<description>".
 // Outside every job's prefix, so that a rank of another job can read it.
 constexpr const char* kJobKey = "runner-host/job";
-
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
-
-std::string what_of(const std::exception& e) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  return c10_error ? c10_error->what_without_backtrace() : e.what();
-}
 
 bool address_in_use(const std::string& what) {
   return what.find("Address already in use") != std::string::npos ||

@@ -11,9 +11,6 @@
 namespace rh::comm::detail {
 namespace {
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
-
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string out;
   for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);

@@ -56,6 +56,13 @@ Schema build_job_schema() {
                     "the rendezvous port (0: a free one, built-in launcher on one node); "
                     "--master-port and MASTER_PORT win over it"},
                    {"shared_memory", boolean()},
+                   {"keep_global_batch",
+                    one_of({boolean(), enumeration({"accumulate", "batch_size"})},
+                           "accumulate, batch_size or false"),
+                    false,
+                    "after an elastic restart on fewer ranks (--max-restarts): keep the first "
+                    "world's global batch by accumulation (default, or true) or by a larger "
+                    "per-rank batch, or not (false)"},
                })},
   });
 }

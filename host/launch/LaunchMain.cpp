@@ -42,8 +42,9 @@ std::string self_exe() {
 }  // namespace
 
 const std::vector<std::string>& launcher_flags() {
-  static const std::vector<std::string> kFlags = {"nproc-per-node", "nnodes", "node-rank",
-                                                  "master-addr", "master-port"};
+  static const std::vector<std::string> kFlags = {"nproc-per-node", "nnodes",      "node-rank",
+                                                  "master-addr",    "master-port", "max-restarts",
+                                                  "min-nodes"};
   return kFlags;
 }
 
@@ -74,6 +75,11 @@ LaunchOptions launch_options(const LauncherFlags& flags, const EnvLookup& get,
   o.nproc_per_node = flags.nproc_per_node;
   o.nnodes = flags.nnodes;
   o.node_rank = flags.node_rank;
+  o.max_restarts = flags.max_restarts;
+  o.min_nodes = flags.min_nodes;
+  if (job.timeout_s) o.elastic_timeout_s = *job.timeout_s;
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) == 0) o.host = host;
   auto env = [&](const char* name) -> std::optional<std::string> {
     const char* v = get(name);
     if (v == nullptr || *v == '\0') return std::nullopt;
@@ -115,7 +121,7 @@ LaunchOptions launch_options(const LauncherFlags& flags, const EnvLookup& get,
 }
 
 int run_launcher(const LauncherFlags& flags, const JobRendezvousKeys& job, int argc,
-                 const char* const* argv) {
+                 const char* const* argv, const ElasticAgentFactory& agents) {
   if (is_launched_worker()) {
     std::cerr << "runner-host: error: --nproc-per-node/--nnodes given to a worker that the "
                  "launcher started (RH_LAUNCHED=1): a launch cannot be nested\n";
@@ -127,7 +133,7 @@ int run_launcher(const LauncherFlags& flags, const JobRendezvousKeys& job, int a
   try {
     const LaunchOptions options = launch_options(
         flags, [](const char* name) { return std::getenv(name); }, job);
-    return launch(options, worker_argv);
+    return launch(options, worker_argv, agents);
   } catch (const std::invalid_argument& e) {
     std::cerr << "runner-host: error: " << e.what() << " (see runner-host --help)\n";
     return kExitInvalid;

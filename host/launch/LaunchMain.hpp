@@ -20,6 +20,8 @@ struct LauncherFlags {
   int node_rank = 0;
   std::optional<std::string> master_addr;
   std::optional<int> master_port;
+  int max_restarts = 0;
+  int min_nodes = 0;
 };
 
 // The launcher's options. The master address and the port each come from,
@@ -48,7 +50,8 @@ std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& ar
 // included) print `runner-host: error: ...` to stderr and return 2; so does a
 // launch from inside a launched worker (RH_LAUNCHED=1), which would otherwise
 // start workers without end.
+// `agents`: the elastic rendezvous, for --max-restarts.
 int run_launcher(const LauncherFlags& flags, const JobRendezvousKeys& job, int argc,
-                 const char* const* argv);
+                 const char* const* argv, const ElasticAgentFactory& agents = {});
 
 }  // namespace rh::launch

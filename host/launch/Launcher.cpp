@@ -9,11 +9,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 
+#include "launch/ElasticAgent.hpp"
 #include "launch/LauncherSignals.hpp"
 #include "launch/WorkerOutput.hpp"
 #include "launch/WorkerProcesses.hpp"
@@ -54,7 +57,12 @@ std::vector<std::string> base_environment(bool keep_omp) {
                                        "OMP_NUM_THREADS",
                                        "RH_JOB_ID",
                                        "RH_MASTER_ADDR_FROM",
-                                       "RH_MASTER_PORT_FROM"};
+                                       "RH_MASTER_PORT_FROM",
+                                       "TORCHELASTIC_USE_AGENT_STORE",
+                                       "TORCHELASTIC_RESTART_COUNT",
+                                       "TORCHELASTIC_MAX_RESTARTS",
+                                       "RH_ELASTIC_BASE_WORLD_SIZE",
+                                       "RH_ELASTIC_DETECTED_AT"};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string entry(*e);
@@ -83,15 +91,37 @@ void validate(const LaunchOptions& o, const std::vector<std::string>& worker_arg
   if (o.master_addr.empty()) bad("--master-addr: empty");
   if (worker_argv.empty()) bad("no worker command");
   if (!(o.kill_grace_s >= 0)) bad("kill_grace_s: expected 0 or more");
+  if (o.max_restarts < 0)
+    bad("--max-restarts: expected 0 or more, got " + std::to_string(o.max_restarts));
+  if (o.min_nodes < 0 || o.min_nodes > o.nnodes)
+    bad("--min-nodes: expected 1 to --nnodes " + std::to_string(o.nnodes) + ", got " +
+        std::to_string(o.min_nodes));
+  if (o.min_nodes > 0 && o.max_restarts == 0)
+    bad("--min-nodes " + std::to_string(o.min_nodes) +
+        " needs --max-restarts: without restarts a lost node ends the job whatever the minimum");
 }
+
+// The world one round of workers runs in: the whole job's when it is not
+// elastic, else what the elastic rendezvous closed the round with.
+struct RoundPlan {
+  int nnodes = 1;
+  int node_rank = 0;
+  std::vector<std::string> env;  // added to each worker's environment
+  // Elastic: a failure another node reported in this round, looked at
+  // every kFailurePollS while the workers run; empty when not elastic.
+  std::function<std::optional<std::string>()> failure_elsewhere;
+};
+
+constexpr double kFailurePollS = 0.25;
 
 // What the launcher decides while its workers run: the first failure and
 // the exit code, SIGTERM to the others, the grace period, what a forwarded
 // signal means, its messages. The processes themselves are WorkerProcesses'.
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& o, SignalScope& signals)
+  Supervisor(const LaunchOptions& o, SignalScope& signals, RoundPlan plan)
       : o_(o),
+        plan_(std::move(plan)),
         signals_(signals),
         out_{o.stdout_fd},
         err_{o.stderr_fd},
@@ -106,13 +136,14 @@ class Supervisor {
     const int omp_threads = std::max(1, available_cores() / nproc);
 
     for (int r = 0; r < nproc && !failed_; ++r) {
-      const int rank = o_.node_rank * nproc + r;
+      const int rank = plan_.node_rank * nproc + r;
       std::vector<std::string> wenv = env;
       wenv.push_back("RANK=" + std::to_string(rank));
-      wenv.push_back("WORLD_SIZE=" + std::to_string(o_.nnodes * nproc));
+      wenv.push_back("WORLD_SIZE=" + std::to_string(plan_.nnodes * nproc));
       wenv.push_back("LOCAL_RANK=" + std::to_string(r));
       wenv.push_back("LOCAL_WORLD_SIZE=" + std::to_string(nproc));
-      wenv.push_back("GROUP_RANK=" + std::to_string(o_.node_rank));
+      wenv.push_back("GROUP_RANK=" + std::to_string(plan_.node_rank));
+      wenv.insert(wenv.end(), plan_.env.begin(), plan_.env.end());
       wenv.push_back("MASTER_ADDR=" + o_.master_addr);
       wenv.push_back("MASTER_PORT=" + std::to_string(rdzv.port));
       wenv.push_back("RH_MASTER_ADDR_FROM=" +
@@ -128,6 +159,16 @@ class Supervisor {
     }
     return supervise();
   }
+
+  // After run(): a terminating signal or a preemption warning (SIGUSR1/2)
+  // was forwarded: the workers were told to stop, which no restart undoes.
+  bool stopped_by_signal() const { return grace_by_signal_ || warned_by_ != 0; }
+  // The first failure, as the launcher wrote it ("rank 2 exited with code
+  // 1"), or another node's that stopped these workers; "" when none.
+  const std::string& failure() const { return failure_; }
+  bool failed_elsewhere() const { return failed_elsewhere_; }
+  // When the launcher learned of the first failure (wall clock, seconds).
+  double failure_seen_at() const { return failure_seen_at_; }
 
  private:
   void message(const std::string& line) {
@@ -201,18 +242,46 @@ class Supervisor {
                                 " s; Ctrl-C again to kill them now)"
                           : ""));
     workers_.signal_all(sig);
-    if (terminating)
+    if (terminating) {
+      grace_by_signal_ = true;
       start_grace();
-    else if (warned_by_ == 0)
+    } else if (warned_by_ == 0)
       warned_by_ = sig;
   }
 
   // A worker that ended: the first failure stops the others.
   void ended(const Worker& w, int code, const std::string& what) {
     if (code != 0 && !failed_) {
-      message("rank " + std::to_string(w.rank) + " " + what);
+      failure_ = "rank " + std::to_string(w.rank) + " " + what;
+      failure_seen_at_ = wall_seconds();
+      message(failure_);
       fail(code);
     }
+  }
+
+  // Elastic: another node's failure stops this node's workers too (they
+  // restart on the next round's world).
+  void poll_failure_elsewhere() {
+    if (!plan_.failure_elsewhere || failed_ || Clock::now() < next_failure_poll_) return;
+    next_failure_poll_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(kFailurePollS));
+    std::optional<std::string> elsewhere;
+    try {
+      elsewhere = plan_.failure_elsewhere();
+    } catch (const std::exception& e) {
+      elsewhere = e.what();
+    }
+    if (!elsewhere) return;
+    failure_ = *elsewhere;
+    failed_elsewhere_ = true;
+    failure_seen_at_ = wall_seconds();
+    message("another node failed (" + failure_ + "): stopping this node's workers");
+    fail(1);
+  }
+
+  static double wall_seconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
   }
 
   int supervise() {
@@ -232,6 +301,11 @@ class Supervisor {
       if (grace_started_ && !killed_) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
         timeout_ms = static_cast<int>(std::max<long long>(0, left.count()) + 1);
+      }
+      if (plan_.failure_elsewhere && !failed_) {
+        poll_failure_elsewhere();
+        const int poll_ms = static_cast<int>(kFailurePollS * 1000);
+        timeout_ms = timeout_ms < 0 ? poll_ms : std::min(timeout_ms, poll_ms);
       }
       int n = poll(fds.data(), fds.size(), timeout_ms);
       if (n < 0 && errno != EINTR) {
@@ -255,6 +329,7 @@ class Supervisor {
   }
 
   const LaunchOptions& o_;
+  RoundPlan plan_;
   SignalScope& signals_;
   Output out_;  // the workers' stdout goes here
   Output err_;  // their stderr and the launcher's messages
@@ -264,7 +339,12 @@ class Supervisor {
   bool killed_ = false;         // every worker left was SIGKILLed
   bool closed_stdout_reported_ = false;
   int sigint_count_ = 0;
-  int warned_by_ = 0;  // the first SIGUSR1/SIGUSR2 forwarded, or 0
+  int warned_by_ = 0;              // the first SIGUSR1/SIGUSR2 forwarded, or 0
+  bool grace_by_signal_ = false;   // a terminating signal was forwarded
+  std::string failure_;            // see failure()
+  bool failed_elsewhere_ = false;  // failure_ is another node's
+  double failure_seen_at_ = 0;
+  Clock::time_point next_failure_poll_{};
   int exit_code_ = 0;
   Clock::time_point deadline_{};
 };
@@ -282,13 +362,102 @@ int available_cores() {
   return hc > 0 ? static_cast<int>(hc) : 1;
 }
 
-int launch(const LaunchOptions& options, const std::vector<std::string>& worker_argv) {
+namespace {
+
+std::string nodes_list(const std::vector<int>& nodes) {
+  std::string out;
+  for (size_t i = 0; i < nodes.size(); ++i) out += (i ? ", " : "") + std::to_string(nodes[i]);
+  return out;
+}
+
+// --max-restarts: round after round, each on the world the elastic
+// rendezvous closed it with (ElasticAgent.hpp), until the workers end well,
+// a signal stops them, the restarts run out or too few nodes are left.
+int run_elastic(const LaunchOptions& o, const std::vector<std::string>& worker_argv,
+                const Rendezvous& rdzv, SignalScope& signals, const ElasticAgentFactory& agents) {
+  Output err{o.stderr_fd};
+  auto message = [&](const std::string& line) {
+    write_output(err, "runner-host launcher: " + line + "\n");
+  };
+  const std::string node = "node " + std::to_string(o.node_rank);
+  std::unique_ptr<ElasticAgent> agent;
+  try {
+    agent = agents(ElasticAgentOptions{o.master_addr, rdzv.port, o.node_rank, o.nnodes,
+                                       o.min_nodes > 0 ? o.min_nodes : o.nnodes, rdzv.job_id,
+                                       o.elastic_timeout_s, o.host});
+  } catch (const std::exception& e) {
+    message(e.what());
+    return 1;
+  }
+  const int base_world = o.nnodes * o.nproc_per_node;
+  double detected_at = 0;
+  std::vector<int> previous;
+  for (int round = 0;; ++round) {
+    ElasticWorld world;
+    try {
+      world = agent->join(round);
+    } catch (const std::exception& e) {
+      message(node + ": " + e.what());
+      return 1;
+    }
+    if (round > 0)
+      message("restart " + std::to_string(round) + " of " + std::to_string(o.max_restarts) +
+              ": nodes " + nodes_list(world.nodes) + " (were " + nodes_list(previous) + "), " +
+              std::to_string(world.nnodes() * o.nproc_per_node) + " rank(s); this is " + node +
+              ", node rank " + std::to_string(world.node_rank) + " now");
+    previous = world.nodes;
+    RoundPlan plan;
+    plan.nnodes = world.nnodes();
+    plan.node_rank = world.node_rank;
+    plan.env = {"TORCHELASTIC_USE_AGENT_STORE=True",
+                "TORCHELASTIC_RESTART_COUNT=" + std::to_string(round),
+                "TORCHELASTIC_MAX_RESTARTS=" + std::to_string(o.max_restarts),
+                "RH_ELASTIC_BASE_WORLD_SIZE=" + std::to_string(base_world)};
+    if (round > 0) {
+      std::ostringstream at;
+      at.precision(17);
+      at << detected_at;
+      plan.env.push_back("RH_ELASTIC_DETECTED_AT=" + at.str());
+    }
+    plan.failure_elsewhere = [&agent, round] { return agent->failure(round); };
+    Supervisor supervisor(o, signals, std::move(plan));
+    const int code = supervisor.run(worker_argv, rdzv);
+    if (supervisor.failure().empty()) return code;
+    if (supervisor.stopped_by_signal()) return code;
+    if (!supervisor.failed_elsewhere()) {
+      try {
+        agent->report_failure(round, node + " (" + o.host + "): " + supervisor.failure());
+      } catch (const std::exception& e) {
+        message(e.what());
+        return code != 0 ? code : 1;
+      }
+    }
+    if (round >= o.max_restarts) {
+      message("no restart left (--max-restarts " + std::to_string(o.max_restarts) +
+              "): the job ends");
+      return code != 0 ? code : 1;
+    }
+    detected_at = supervisor.failure_seen_at();
+    message("restarting: joining round " + std::to_string(round + 1) +
+            " of the elastic rendezvous");
+  }
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& options, const std::vector<std::string>& worker_argv,
+           const ElasticAgentFactory& agents) {
   validate(options, worker_argv);
+  if (options.max_restarts > 0 && !agents)
+    throw std::invalid_argument(
+        "--max-restarts needs the elastic rendezvous, which this program "
+        "does not provide");
   // The port stays reserved while the workers run (rdzv.reservation).
   const Rendezvous rdzv = settle_rendezvous(options);
   std::fflush(nullptr);  // nothing buffered may be written twice or out of order
   SignalScope signals;
-  Supervisor supervisor(options, signals);
+  if (options.max_restarts > 0) return run_elastic(options, worker_argv, rdzv, signals, agents);
+  Supervisor supervisor(options, signals, RoundPlan{options.nnodes, options.node_rank, {}, {}});
   return supervisor.run(worker_argv, rdzv);
 }
 

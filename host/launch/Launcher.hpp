@@ -77,6 +77,20 @@
 //   6. Returns the exit code to use: the first failing worker's code (128 + S
 //      for a signal: 137 for a worker SIGKILLed at the end of the grace or by a
 //      second SIGINT), or 0 when every worker exited with 0.
+//   7. Elastic (max_restarts > 0, ElasticAgent.hpp): steps 2-6 are one
+//      round. A round that ends in a failure (a worker of this node, or
+//      another node's reported through the rendezvous, which stops this
+//      node's workers as in 5) is followed by the next, on the world the
+//      rendezvous closes it with, up to max_restarts times; the workers get
+//      TORCHELASTIC_USE_AGENT_STORE=True, TORCHELASTIC_RESTART_COUNT,
+//      TORCHELASTIC_MAX_RESTARTS, RH_ELASTIC_BASE_WORLD_SIZE (the first
+//      round's world) and, after a failure, RH_ELASTIC_DETECTED_AT (when
+//      this launcher learned of it, seconds since the epoch). A forwarded
+//      stop signal ends the job without a restart.
+//        runner-host launcher: another node failed (node 1 (b): rank 2 exited with code 1):
+//        stopping this node's workers runner-host launcher: restart 1 of 3: nodes 0 (were 0, 1), 8
+//        rank(s); this is node 0, node rank 0 now runner-host launcher: no restart left
+//        (--max-restarts 3): the job ends
 // Every worker is reaped before launch() returns: no zombie, no orphan.
 //
 // launch() installs its own handlers of the forwarded signals and SIGCHLD, and
@@ -95,6 +109,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/ElasticAgent.hpp"
 #include "launch/LaunchRendezvous.hpp"  // pick_free_port, PortReservation: step 1
 
 namespace rh::launch {
@@ -115,6 +130,12 @@ struct LaunchOptions {
   double kill_grace_s = 5;  // the grace period: SIGTERM (or a forwarded signal) -> SIGKILL
   int stdout_fd = 1;        // where the workers' prefixed stdout goes
   int stderr_fd = 2;        // the workers' prefixed stderr and the launcher's messages
+  // Elastic restart (ElasticAgent.hpp): after a failure, up to max_restarts
+  // new rounds on the nodes left, while at least min_nodes (0: nnodes) are.
+  int max_restarts = 0;
+  int min_nodes = 0;
+  double elastic_timeout_s = 300;  // how long a round may take to close
+  std::string host;                // this node's name, for messages ("" reads as "?")
 };
 
 // Runs one worker per local rank and returns the exit code to use (see above).
@@ -125,7 +146,11 @@ struct LaunchOptions {
 // listens on already (node 0). A system failure while starting the
 // workers (pipe, fork) stops those already started and returns 1; one before
 // any worker is started throws std::runtime_error.
-int launch(const LaunchOptions& options, const std::vector<std::string>& worker_argv);
+// With max_restarts > 0 the launcher restarts the workers on a new world
+// after a failure (see ElasticAgent.hpp), through the agent `agents` makes;
+// without a factory max_restarts > 0 is refused (std::invalid_argument).
+int launch(const LaunchOptions& options, const std::vector<std::string>& worker_argv,
+           const ElasticAgentFactory& agents = {});
 
 // The CPUs this process may run on (its affinity mask; at least 1).
 int available_cores();

@@ -198,7 +198,10 @@ void choose_job_id(DistEnv& e, const EnvLookup& get, std::string shared) {
 
 }  // namespace
 
-DistEnv read_dist_env(const EnvLookup& get, const JobRendezvousKeys& job) {
+namespace {
+
+// The launcher's part of the environment (read_dist_env below).
+DistEnv read_launch_source(const EnvLookup& get, const JobRendezvousKeys& job) {
   DistEnv e;
   if (lookup(get, "RANK") && lookup(get, "WORLD_SIZE")) {
     const bool launched = lookup(get, "RH_LAUNCHED").value_or("") == "1";
@@ -288,6 +291,38 @@ DistEnv read_dist_env(const EnvLookup& get, const JobRendezvousKeys& job) {
                   "SLURM job " + job_id.value_or("?") + " step " +
                       lookup(get, "SLURM_STEP_ID").value_or("?"));
     return e;
+  }
+  return e;
+}
+
+}  // namespace
+
+DistEnv read_dist_env(const EnvLookup& get, const JobRendezvousKeys& job) {
+  DistEnv e = read_launch_source(get, job);
+  for (const char* name : {"TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"}) {
+    if (auto n = int_var(get, name)) {
+      if (*n < 0)
+        throw std::runtime_error(std::string(name) + "=" + std::to_string(*n) +
+                                 ": expected 0 or more");
+      e.job_restart = *n;
+      e.job_restart_from = name;
+      break;
+    }
+  }
+  if (auto base = int_var(get, "RH_ELASTIC_BASE_WORLD_SIZE")) {
+    if (*base < 1)
+      throw std::runtime_error("RH_ELASTIC_BASE_WORLD_SIZE=" + std::to_string(*base) +
+                               " (set by runner-host's elastic launcher): expected 1 or more");
+    e.elastic_base_world_size = *base;
+  }
+  if (auto at = lookup(get, "RH_ELASTIC_DETECTED_AT")) {
+    char* end = nullptr;
+    const double v = std::strtod(at->c_str(), &end);
+    if (end == at->c_str() || *end != '\0' || !(v >= 0))
+      throw std::runtime_error("RH_ELASTIC_DETECTED_AT='" + *at +
+                               "' (set by runner-host's elastic launcher): expected seconds "
+                               "since the epoch");
+    e.elastic_detected_at = v;
   }
   return e;
 }

@@ -50,6 +50,20 @@ struct DistEnv {
   // PyTorch's own workers do.
   bool agent_store = false;
   int restart_count = 0;
+  // Which start of the job this is, 0 the first, and the variable that says
+  // so: TORCHELASTIC_RESTART_COUNT (torchrun, or runner-host --max-restarts),
+  // else SLURM_RESTART_COUNT (a requeued SLURM job); "" when neither is set.
+  // A restarted job resumes from the newest valid checkpoint of work_dir
+  // whatever `resume` says (RunCheckpoints::find_resume).
+  int job_restart = 0;
+  std::string job_restart_from;
+  // Set by runner-host's elastic launcher (--max-restarts): the first
+  // round's world size, whose global batch a smaller world keeps
+  // (dist.elastic_batch), 0 when not elastic; and when the launcher learned
+  // of the failure this round follows (seconds since the epoch, 0 for none),
+  // for the time to recover.
+  int elastic_base_world_size = 0;
+  double elastic_detected_at = 0;
 };
 
 // The job's own rendezvous keys (dist.master_addr, dist.master_port), with
@@ -60,6 +74,8 @@ struct JobRendezvousKeys {
   std::string master_addr_at;
   std::optional<int> master_port;
   std::string master_port_at;
+  // dist.timeout_s: how long the elastic launcher waits for a round to close.
+  std::optional<double> timeout_s;
 };
 
 // A job key that cannot be used where the job runs (dist.master_port: 0,

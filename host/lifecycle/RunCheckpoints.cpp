@@ -18,6 +18,7 @@
 #include "checkpoint/ShardReader.hpp"
 #include "checkpoint/TensorDict.hpp"
 #include "config/ConfigNode.hpp"
+#include "launch/WorkerEnv.hpp"
 #include "lifecycle/HookDispatcher.hpp"
 #include "lifecycle/JobKeys.hpp"
 #include "lifecycle/RunCheckpointsParts.hpp"
@@ -279,6 +280,26 @@ std::optional<fs::path> RunCheckpoints::find_resume() {
 // that checkpoint, which must be valid.
 std::optional<fs::path> RunCheckpoints::choose_resume() {
   const config::Node* r = job_.find("resume");
+  // A restarted job (runner-host --max-restarts, torchrun's restarts, a
+  // requeued SLURM job) goes on from where it was: the newest valid
+  // checkpoint of work_dir, whatever `resume` says; `resume` applies when
+  // there is none yet.
+  const launch::DistEnv& env = world_.env();
+  if (env.job_restart > 0) {
+    std::vector<std::string> skipped;
+    auto dir = store_.find_resumable(&skipped);
+    for (const auto& s : skipped) spdlog::warn("resume: skipping invalid checkpoint {}", s);
+    if (dir) {
+      spdlog::info(
+          "resume: restart {} of the job ({}={}): resuming from the newest valid "
+          "checkpoint, {}",
+          env.job_restart, env.job_restart_from, env.job_restart, dir->string());
+      return dir;
+    }
+    spdlog::info("resume: restart {} of the job ({}={}) and no checkpoint in {} yet",
+                 env.job_restart, env.job_restart_from, env.job_restart,
+                 store_.work_dir().string());
+  }
   if (r == nullptr || r->is_null()) return std::nullopt;
   const std::string value = r->as_string();
   if (value == "false" || value == "False") return std::nullopt;

@@ -29,6 +29,7 @@
 #include "data/DataLoader.hpp"
 #include "launch/StopSignal.hpp"
 #include "launch/WorkerEnv.hpp"
+#include "lifecycle/ElasticBatch.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/HookDispatcher.hpp"
 #include "lifecycle/IterationMetrics.hpp"
@@ -191,6 +192,9 @@ struct Runner::State {
   std::vector<at::Tensor> strategy_grads;
   TrainConfig train_cfg;
   RunProgress progress;  // what has been done: what a checkpoint records
+  // Each train batch is cut into this many for forward and backward (an
+  // elastic restart keeping the global batch by accumulation).
+  int micro_batches = 1;
 
   // Gradient accumulation: true between the first and the last batch of a
   // window, when gradients are accumulated but not applied. A checkpoint
@@ -275,7 +279,7 @@ struct Runner::State {
     }
     // 11-13. Hooks around the loops.
     step = std::make_unique<TrainStep>(*model, *model_access, *optim, *c.strategy, *world, device,
-                                       std::move(strategy_grads), amp);
+                                       std::move(strategy_grads), amp, micro_batches);
     enable_checkpoints();
     set_state(RH_MODE_TRAIN, progress.epochs_done, progress.iters_done, progress.inner_done);
     hooks.fire(RH_EVENT_BEFORE_RUN);
@@ -398,6 +402,7 @@ struct Runner::State {
         iteration_metrics.add(metrics, lm ? batch->input.numel() : batch->input.size(0), lm, iter_s,
                               world->size(), device);
         for (auto& m : services.take_metrics()) metrics.push_back(std::move(m));
+        if (p.iters_done == first_iter + 1) note_recovery(metrics);
         set_state(RH_MODE_TRAIN, p.epochs_done, p.iters_done - 1,
                   p.inner_done - 1);  // the iteration that ran
         hooks.fire(RH_EVENT_AFTER_TRAIN_ITER, metrics);
@@ -424,6 +429,24 @@ struct Runner::State {
     log_hook_times(hooks_before, ran);
     set_state(RH_MODE_TRAIN, p.epochs_done, p.iters_done, p.inner_done);
     hooks.fire(RH_EVENT_AFTER_TRAIN);
+  }
+
+  // After an elastic restart (runner-host --max-restarts): the time from
+  // the launcher learning of the failure to this first step on the new
+  // world, in the log and as the step's `time_to_recover_s` metric.
+  void note_recovery(Metrics& metrics) {
+    const launch::DistEnv& env = world->env();
+    if (env.elastic_detected_at <= 0) return;
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const double recovered = now - env.elastic_detected_at;
+    metrics.push_back({"time_to_recover_s", recovered});
+    if (world->rank() == 0)
+      spdlog::info(
+          "elastic restart {}: recovered in {:.2f} s (the launcher learned of the failure; this "
+          "is the first step on {} rank(s), the first start had {}), at iteration {}",
+          env.job_restart, recovered, world->size(), env.elastic_base_world_size,
+          progress.iters_done);
   }
 
   // The time the hooks took during the train loop, per iteration and per
@@ -547,7 +570,16 @@ struct Runner::State {
     // same permutation, or ranks would share and miss samples.
     // data.val / data.test shuffle as written (MMEngine's val dataloader
     // may shuffle too); the metrics are sums over the split either way.
-    const data::LoaderOptions o = data::loader_options(*cfg, job_value<uint64_t>(job, "seed", 0));
+    data::LoaderOptions o = data::loader_options(*cfg, job_value<uint64_t>(job, "seed", 0));
+    if (split == "train") {
+      // After an elastic restart on fewer ranks: the first world's global
+      // batch, kept as dist.keep_global_batch says (ElasticBatch.hpp).
+      const ElasticBatch eb =
+          elastic_batch(job, o.batch_size, world->env().elastic_base_world_size, world->size());
+      o.batch_size = eb.batch_size;
+      micro_batches = eb.micro_batches;
+      if (!eb.log.empty() && world->rank() == 0) spdlog::info("{}", eb.log);
+    }
     return std::make_unique<data::DataLoader>(dataset, o, world->rank(), world->size());
   }
 

@@ -50,7 +50,8 @@ AccumulationWindow accumulation_window(int64_t n, int64_t inner_done, int64_t ba
 
 TrainStep::TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapper& optim,
                      host::StrategyInstance& strategy, World& world, c10::Device device,
-                     std::vector<at::Tensor> strategy_grads, std::optional<MixedPrecision> amp)
+                     std::vector<at::Tensor> strategy_grads, std::optional<MixedPrecision> amp,
+                     int micro_batches)
     : model_(model),
       access_(access),
       optim_(optim),
@@ -60,7 +61,8 @@ TrainStep::TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapp
       strategy_grads_(std::move(strategy_grads)),
       input_dtype_(input_dtype(strategy)),
       params_(model.named_parameters()),
-      amp_(amp) {
+      amp_(amp),
+      micro_batches_(std::max(1, micro_batches)) {
   // RH_FAULT_INJECT entries amp_inf_grad:<rank>:<iteration>, read once.
   const char* env = std::getenv("RH_FAULT_INJECT");
   if (!amp_ || env == nullptr) return;
@@ -82,58 +84,89 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
                           int64_t iteration) {
   const bool step = window.last_batch;
   model_.train(true);
-  // Named ranges (RECORD_USER_SCOPE): the phases in a profiler trace (hook
-  // `profiler`); without a profiler each costs a check of the callbacks.
-  at::Tensor input, target, loss;
-  {
-    RECORD_USER_SCOPE("rh::forward");
-    // AmpOptimWrapper: forward and loss under autocast; backward after it
-    // (the casts' backward runs in the dtypes forward chose).
-    std::optional<compat::AutocastScope> autocast;
-    if (amp_) autocast.emplace(device_.type(), amp_->dtype);
-    input = model_input(batch.input, device_, input_dtype_);  // (B, F) / (B, 3, H, W) / (B, T)
-    target = batch.target.to(device_);                        // (B) / (B, T)
-    at::Tensor logits = float_logits(model_.forward(input));  // (B, C) / (B, T, V)
-    loss = Evaluator::loss(model_.task(), logits, target);
+  // The batch's parts for forward and backward: one, or micro_batches_ (an
+  // elastic restart keeping the global batch by accumulation), each weighted
+  // by its share of the batch, so that a mean loss's gradient is the whole
+  // batch's.
+  const int64_t rows = batch.input.size(0);
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(micro_batches_, rows));
+  std::vector<int64_t> sizes;
+  for (int64_t j = 0; j < parts; ++j) sizes.push_back(rows / parts + (j < rows % parts ? 1 : 0));
+  std::vector<at::Tensor> inputs{batch.input}, targets{batch.target};
+  if (parts > 1) {
+    inputs = batch.input.split_with_sizes(sizes);
+    targets = batch.target.split_with_sizes(sizes);
   }
-  // The logged loss is the mean over ranks: its all-reduce runs while we do
-  // backward and the step (read at the end, no round trip of its own; every
-  // rank issues it here, before the strategy's collectives). It also carries
-  // this rank's flags (a stop signal, a background save over), so all ranks
-  // learn of them together.
-  PendingMean mean_loss = world_.start_mean(loss, flags);
   // The registry's copy of the vtable is zero past the plugin's struct_size
   // (abi/PluginRegistry.hpp): an entry of a newer ABI minor than the plugin's
   // reads as NULL, so a NULL check is the whole test.
   const auto& vt = strategy_.vtable();
   StepResult result;
-  {
-    RECORD_USER_SCOPE("rh::backward");
-    if (vt.BeforeBackward)
-      strategy_.check("BeforeBackward", vt.BeforeBackward(strategy_.handle(), step ? 1 : 0));
-    // fp16: the strategy's loss scale (it divides it out of its gradients).
-    if (vt.LossScale != nullptr)
-      strategy_.check("LossScale", vt.LossScale(strategy_.handle(), &result.loss_scale));
-    if (amp_) {
-      // A strategy of ABI 1.7 or older cannot declare precision_keys: one
-      // that scales the loss itself is found here, before a wrong step.
-      if (result.loss_scale != 1)
-        throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
-                              "AmpOptimWrapper cannot run beside " + strategy_.what() +
-                                  ", which scales the loss itself (LossScale " +
-                                  std::to_string(result.loss_scale) +
-                                  "): use its own mixed precision with type: OptimWrapper");
-      result.loss_scale = amp_->scaler->scale();
+  std::optional<PendingMean> mean_loss;
+  at::Tensor earlier_parts;  // the weighted losses of the parts before the last (detached)
+  for (int64_t j = 0; j < parts; ++j) {
+    const bool last_part = j + 1 == parts;
+    const double share =
+        static_cast<double>(sizes[static_cast<size_t>(j)]) / static_cast<double>(rows);
+    // Named ranges (RECORD_USER_SCOPE): the phases in a profiler trace (hook
+    // `profiler`); without a profiler each costs a check of the callbacks.
+    at::Tensor loss;
+    {
+      RECORD_USER_SCOPE("rh::forward");
+      // AmpOptimWrapper: forward and loss under autocast; backward after it
+      // (the casts' backward runs in the dtypes forward chose).
+      std::optional<compat::AutocastScope> autocast;
+      if (amp_) autocast.emplace(device_.type(), amp_->dtype);
+      at::Tensor input = model_input(inputs[static_cast<size_t>(j)], device_,
+                                     input_dtype_);  // (B, F) / (B, 3, H, W) / (B, T)
+      at::Tensor target = targets[static_cast<size_t>(j)].to(device_);  // (B) / (B, T)
+      at::Tensor logits = float_logits(model_.forward(input));          // (B, C) / (B, T, V)
+      loss = Evaluator::loss(model_.task(), logits, target);
     }
-    at::Tensor objective = window.length == 1 ? loss : loss / static_cast<double>(window.length);
-    if (result.loss_scale != 1) objective = objective * result.loss_scale;
-    access_.begin_backward();
-    objective.backward();
-    access_.end_backward();  // POST_BACKWARD for the units that got no gradient
-  }
-  if (vt.SyncGradients) {
-    RECORD_USER_SCOPE("rh::sync");
-    strategy_.check("SyncGradients", vt.SyncGradients(strategy_.handle(), step ? 1 : 0));
+    if (last_part) {
+      // The logged loss is the mean over ranks: its all-reduce runs while we
+      // do backward and the step (read at the end, no round trip of its own;
+      // every rank issues it here, before the strategy's collectives of the
+      // last part). It also carries this rank's flags (a stop signal, a
+      // background save over), so all ranks learn of them together.
+      at::Tensor logged = loss;
+      if (parts > 1) logged = earlier_parts + loss.detach() * share;
+      mean_loss.emplace(world_.start_mean(logged, flags));
+    } else {
+      at::Tensor weighted = loss.detach() * share;
+      earlier_parts = earlier_parts.defined() ? earlier_parts + weighted : weighted;
+    }
+    const bool sync = step && last_part;
+    {
+      RECORD_USER_SCOPE("rh::backward");
+      if (vt.BeforeBackward)
+        strategy_.check("BeforeBackward", vt.BeforeBackward(strategy_.handle(), sync ? 1 : 0));
+      // fp16: the strategy's loss scale (it divides it out of its gradients).
+      result.loss_scale = 1;
+      if (vt.LossScale != nullptr)
+        strategy_.check("LossScale", vt.LossScale(strategy_.handle(), &result.loss_scale));
+      if (amp_) {
+        // A strategy of ABI 1.7 or older cannot declare precision_keys: one
+        // that scales the loss itself is found here, before a wrong step.
+        if (result.loss_scale != 1)
+          throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
+                                "AmpOptimWrapper cannot run beside " + strategy_.what() +
+                                    ", which scales the loss itself (LossScale " +
+                                    std::to_string(result.loss_scale) +
+                                    "): use its own mixed precision with type: OptimWrapper");
+        result.loss_scale = amp_->scaler->scale();
+      }
+      const double divisor = static_cast<double>(window.length) / share;
+      at::Tensor objective = divisor == 1 ? loss : loss / divisor;
+      if (result.loss_scale != 1) objective = objective * result.loss_scale;
+      access_.begin_backward();
+      objective.backward();
+      access_.end_backward();  // POST_BACKWARD for the units that got no gradient
+    }
+    if (vt.SyncGradients) {
+      RECORD_USER_SCOPE("rh::sync");
+      strategy_.check("SyncGradients", vt.SyncGradients(strategy_.handle(), sync ? 1 : 0));
+    }
   }
   if (step && amp_) {
     RECORD_USER_SCOPE("rh::unscale");
@@ -175,7 +208,7 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
         if (p.tensor.grad().defined()) p.tensor.mutable_grad() = at::Tensor();
   }
   RECORD_USER_SCOPE("rh::loss_mean");  // waits for the logged loss's all-reduce
-  const auto [mean, counts] = mean_loss.get();
+  const auto [mean, counts] = mean_loss->get();
   result.loss = mean;
   result.ranks_signalled = counts.stop_signalled;
   result.ranks_save_finished = counts.save_finished;

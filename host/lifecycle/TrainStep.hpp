@@ -87,10 +87,15 @@ class TrainStep {
   // tensors (OptimizerParams), each one's gradient in the strategy's memory,
   // in the optimizer's parameter order; empty otherwise.
   // `amp`: AmpOptimWrapper's autocast dtype and scaler, nullopt without it.
+  // `micro_batches`: each batch is cut into this many parts (as even as can
+  // be, at most one per example), each run forward and backward with its
+  // share of the loss, the strategy's gradient sync only after the last (an
+  // elastic restart keeping the global batch by accumulation,
+  // ElasticBatch.hpp).
   TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapper& optim,
             host::StrategyInstance& strategy, World& world, c10::Device device,
             std::vector<at::Tensor> strategy_grads = {},
-            std::optional<MixedPrecision> amp = std::nullopt);
+            std::optional<MixedPrecision> amp = std::nullopt, int micro_batches = 1);
   // `iteration`: the run's iteration this batch is, from 1, as the logs
   // number it (messages, RH_FAULT_INJECT amp_inf_grad).
   StepResult run(const data::Batch& batch, AccumulationWindow window, RankFlags flags,
@@ -111,6 +116,7 @@ class TrainStep {
   std::optional<at::ScalarType> input_dtype_;  // the strategy's input_dtype trait
   std::vector<model::NamedTensor> params_;     // the model's, to drop their gradients
   std::optional<MixedPrecision> amp_;
+  int micro_batches_ = 1;
   // Test-only (RH_FAULT_INJECT=amp_inf_grad:<rank>:<iteration>,...): the
   // iterations (from 1) at which this rank puts an inf into its first
   // non-empty gradient before unscaling.

@@ -84,6 +84,7 @@ World::World(const config::Node& job, host::HostServices& services, bool needs_c
     throw config::ConfigError(node != nullptr ? node->location() : job.location(), e.key(),
                               e.what());
   }
+  env_ = std::make_unique<launch::DistEnv>(env);
   local_rank_ = env.local_rank;
   local_world_size_ = env.local_world_size;
   node_rank_ = env.node_rank;
@@ -112,7 +113,10 @@ World::World(const config::Node& job, host::HostServices& services, bool needs_c
     if (env.agent_store) o.store_prefix = "/worker/attempt_" + std::to_string(env.restart_count);
     where = "at " + env.master_addr + ":" + std::to_string(env.master_port) + " (address from " +
             env.master_addr_from + ", port from " + env.master_port_from +
-            (env.agent_store ? "; the store is torchrun's agent's" : "") + ")";
+            (!env.agent_store           ? ""
+             : env.source == "launcher" ? "; the store is the elastic launcher's"
+                                        : "; the store is torchrun's agent's") +
+            ")";
   } else {
     // One process: a store of its own on a port the kernel picks.
     o.master_port = 0;

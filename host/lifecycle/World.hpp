@@ -22,6 +22,9 @@ class Node;
 namespace rh::host {
 class HostServices;
 }
+namespace rh::launch {
+struct DistEnv;
+}
 namespace rh::comm {
 class Communicator;
 class Work;
@@ -81,6 +84,8 @@ class World {
   int local_rank() const { return local_rank_; }
   int local_world_size() const { return local_world_size_; }
   int node_rank() const { return node_rank_; }
+  // What the environment said about the launch (restarts, elastic world).
+  const launch::DistEnv& env() const { return *env_; }
   // comm::rank_cuda_device's choice for this rank, or {kDLCPU, 0}.
   DLDevice rank_device() const { return rank_device_; }
   // The world as the strategy gets it (Comm_World); nullptr without one.
@@ -123,6 +128,7 @@ class World {
   int local_world_size_ = 1;
   int node_rank_ = 0;
   DLDevice rank_device_{kDLCPU, 0};
+  std::unique_ptr<launch::DistEnv> env_;
 };
 
 }  // namespace rh::lifecycle

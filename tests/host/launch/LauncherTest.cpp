@@ -684,6 +684,198 @@ TEST_F(LauncherTest, BadOptionsStartNothing) {
   }
 }
 
+// ---- Elastic restart (--max-restarts): the launcher's loop, with a scripted
+// rendezvous in place of the store (comm/ElasticRendezvous is tested through
+// runner-host in elastic_restart.sh and tests/multinode/elastic.sh).
+
+// Closes each round with the nodes `worlds` gives it (the last one again
+// past its end), or throws `refuse` for rounds from `refuse_from`; another
+// node's failure appears `elsewhere_after_s` into round `elsewhere_round`.
+class ScriptedAgent final : public rh::launch::ElasticAgent {
+ public:
+  struct Log {
+    std::vector<int> joined;
+    std::vector<std::pair<int, std::string>> reported;
+  };
+  ScriptedAgent(std::vector<std::vector<int>> worlds, Log& log)
+      : worlds_(std::move(worlds)), log_(log) {}
+  int port() const override { return 0; }
+  rh::launch::ElasticWorld join(int round) override {
+    log_.joined.push_back(round);
+    if (refuse_from >= 0 && round >= refuse_from) throw std::runtime_error(refuse);
+    rh::launch::ElasticWorld w;
+    w.round = round;
+    w.nodes = worlds_[std::min<size_t>(static_cast<size_t>(round), worlds_.size() - 1)];
+    w.node_rank = 0;
+    round_start_ = Clock::now();
+    return w;
+  }
+  std::optional<std::string> failure(int round) override {
+    if (round == elsewhere_round &&
+        Clock::now() - round_start_ > std::chrono::duration<double>(elsewhere_after_s))
+      return elsewhere;
+    return std::nullopt;
+  }
+  void report_failure(int round, const std::string& what) override {
+    log_.reported.emplace_back(round, what);
+  }
+
+  int refuse_from = -1;
+  std::string refuse;
+  int elsewhere_round = -1;
+  double elsewhere_after_s = 0;
+  std::string elsewhere;
+
+ private:
+  std::vector<std::vector<int>> worlds_;
+  Log& log_;
+  Clock::time_point round_start_{};
+};
+
+class ElasticLaunchTest : public LauncherTest {
+ protected:
+  ScriptedAgent::Log log;
+  std::function<void(ScriptedAgent&)> setup = [](ScriptedAgent&) {};
+  std::vector<std::vector<int>> worlds = {{0, 1}, {0}};
+
+  // Node 0 of 2, 2 ranks each, with up to `restarts` restarts.
+  LaunchOptions elastic(int restarts) {
+    LaunchOptions o = options(2);
+    o.nnodes = 2;
+    o.master_port = rh::launch::pick_free_port("127.0.0.1");
+    o.max_restarts = restarts;
+    o.min_nodes = 1;
+    o.host = "this-host";
+    return o;
+  }
+
+  LaunchRun run_elastic(LaunchOptions o, const std::vector<std::string>& script) {
+    LaunchRun r;
+    o.stdout_fd = open_output("out");
+    o.stderr_fd = open_output("err");
+    r.code = launch(o, worker(script), [this](const rh::launch::ElasticAgentOptions& a) {
+      EXPECT_EQ(a.nnodes, 2);
+      EXPECT_EQ(a.min_nodes, 1);
+      EXPECT_EQ(a.host, "this-host");
+      auto agent = std::make_unique<ScriptedAgent>(worlds, log);
+      setup(*agent);
+      return agent;
+    });
+    close(o.stdout_fd);
+    close(o.stderr_fd);
+    r.out = rh::test::read_file(dir / "out");
+    r.err = rh::test::read_file(dir / "err");
+    return r;
+  }
+};
+
+// A worker that fails ends the round; the failure is reported to the other
+// nodes, and the next round runs on the world the rendezvous closed it
+// with: fewer ranks, the restart count, the first world's size (for the
+// global batch) and when the failure was seen (for the time to recover).
+TEST_F(ElasticLaunchTest, AFailedWorkerRestartsEveryWorkerOnTheNextRoundsWorld) {
+  const double before =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const LaunchRun r =
+      run_elastic(elastic(2), {"#0", "@1", "exit", "3", "#0", "sleep", "30", "env"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(log.joined, (std::vector<int>{0, 1}));
+  ASSERT_EQ(log.reported.size(), 1u) << r.err;
+  EXPECT_EQ(log.reported[0].first, 0);
+  EXPECT_EQ(log.reported[0].second, "node 0 (this-host): rank 1 exited with code 3");
+  EXPECT_THAT(r.err, HasSubstr("runner-host launcher: restart 1 of 2: nodes 0 (were 0, 1), 2 "
+                               "rank(s); this is node 0, node rank 0 now"));
+  // Round 1's workers: 2 ranks of a world of 2 (was 4), restart 1.
+  EXPECT_THAT(lines_of(r.out, "[rank 1] WORLD_SIZE="), Contains("2"));
+  EXPECT_THAT(lines_of(r.out, "[rank 0] TORCHELASTIC_RESTART_COUNT="), Contains("1"));
+  EXPECT_THAT(lines_of(r.out, "[rank 0] TORCHELASTIC_USE_AGENT_STORE="), Contains("True"));
+  EXPECT_THAT(lines_of(r.out, "[rank 0] TORCHELASTIC_MAX_RESTARTS="), Contains("2"));
+  EXPECT_THAT(lines_of(r.out, "[rank 0] RH_ELASTIC_BASE_WORLD_SIZE="), Contains("4"));
+  const auto at = lines_of(r.out, "[rank 0] RH_ELASTIC_DETECTED_AT=");
+  ASSERT_EQ(at.size(), 1u) << r.out;
+  EXPECT_GE(std::stod(at[0]), before);
+  EXPECT_LE(std::stod(at[0]), before + 60);
+}
+
+// Another node's failure stops this node's workers (SIGTERM), which then
+// restart with the others; this node reports nothing of its own.
+TEST_F(ElasticLaunchTest, AnotherNodesFailureStopsThisNodesWorkersForTheNextRound) {
+  setup = [](ScriptedAgent& a) {
+    a.elsewhere_round = 0;
+    a.elsewhere_after_s = 0.3;
+    a.elsewhere = "node 1 (other-host): rank 2 exited with code 1";
+  };
+  const LaunchRun r = run_elastic(
+      elastic(1), {"#0", "pidfile", pid_dir.string(), "#0", "sleep", "30", "#1", "out", "round 1"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("runner-host launcher: another node failed (node 1 (other-host): "
+                               "rank 2 exited with code 1): stopping this node's workers"));
+  EXPECT_TRUE(log.reported.empty());
+  EXPECT_EQ(log.joined, (std::vector<int>{0, 1}));
+  EXPECT_EQ(lines_of(r.out, "[rank 0] ").size(), 1u) << r.out;
+  EXPECT_THAT(lines_of(r.out, "[rank 1] "), Contains("round 1"));
+}
+
+// The restarts run out: the job ends with the last failure's code.
+TEST_F(ElasticLaunchTest, NoRestartLeftEndsTheJob) {
+  const LaunchRun r = run_elastic(elastic(1), {"@0", "exit", "5", "sleep", "30"});
+  EXPECT_EQ(r.code, 5);
+  EXPECT_EQ(log.joined, (std::vector<int>{0, 1}));
+  EXPECT_EQ(log.reported.size(), 2u);
+  EXPECT_THAT(r.err, HasSubstr("no restart left (--max-restarts 1): the job ends"));
+}
+
+// A stop signal is the user's (or SLURM's): it is not undone by a restart.
+TEST_F(ElasticLaunchTest, AStopSignalEndsTheJobWithoutARestart) {
+  const LaunchRun r =
+      run_elastic(elastic(3), {"trap", "15", "@0", "kill-launcher", "15", "sleep", "30"});
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+  EXPECT_EQ(log.joined, (std::vector<int>{0}));
+  EXPECT_TRUE(log.reported.empty());
+}
+
+// A round that cannot go on (fewer than --min-nodes) ends the job, saying why.
+TEST_F(ElasticLaunchTest, ARoundRefusedEndsTheJobSayingWhy) {
+  setup = [](ScriptedAgent& a) {
+    a.refuse_from = 1;
+    a.refuse = "round 1 of the elastic rendezvous has 1 node(s) (0), fewer than --min-nodes 2";
+  };
+  const LaunchRun r = run_elastic(elastic(2), {"#0", "exit", "1"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("runner-host launcher: node 0: round 1 of the elastic rendezvous "
+                               "has 1 node(s) (0), fewer than --min-nodes 2"));
+}
+
+TEST_F(LauncherTest, ElasticOptionsAreChecked) {
+  LaunchOptions o = options(1);
+  o.min_nodes = 1;
+  try {
+    launch(o, worker({"out", "x"}));
+    ADD_FAILURE() << "--min-nodes without --max-restarts";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--min-nodes 1 needs --max-restarts"));
+  }
+  o = options(1);
+  o.max_restarts = 1;
+  try {
+    launch(o, worker({"out", "x"}));
+    ADD_FAILURE() << "--max-restarts without a rendezvous";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--max-restarts needs the elastic rendezvous"));
+  }
+  o.nnodes = 2;
+  o.master_port = 29500;
+  o.min_nodes = 3;
+  try {
+    launch(o, worker({"out", "x"}), [](const rh::launch::ElasticAgentOptions&) {
+      return std::unique_ptr<rh::launch::ElasticAgent>();
+    });
+    ADD_FAILURE() << "--min-nodes above --nnodes";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--min-nodes: expected 1 to --nnodes 2, got 3"));
+  }
+}
+
 TEST(PickFreePort, BindsOnTheGivenAddress) {
   const int port = rh::launch::pick_free_port("127.0.0.1");
   EXPECT_GT(port, 0);

@@ -1,11 +1,14 @@
 // rh_launch_test_worker: a stand-in for runner-host that the launcher tests
 // start. It runs its arguments as a little script, in order:
 //   @R CMD ...      run CMD only when RANK == R
+//   #N CMD ...      run CMD only when TORCHELASTIC_RESTART_COUNT == N (unset: 0);
+//                   conditions chain: #0 @1 exit 3
 //   out TEXT        print TEXT and a newline to stdout
 //   err TEXT        print TEXT and a newline to stderr
 //   partial TEXT    print TEXT to stdout, no newline
 //   long N          print N 'x' and a newline to stdout
-//   env             print RANK=... WORLD_SIZE=... (one line per launcher variable)
+//   env             print RANK=... WORLD_SIZE=... (one line per launcher variable,
+//                   the elastic launcher's included)
 //   pidfile DIR     write this pid to DIR/pid.<RANK> (atomically)
 //   wait-pids DIR N wait until DIR/pid.0 ... DIR/pid.<N-1> exist (10 s at most)
 //   spawn-child DIR start a child that sleeps 30 s; its pid goes to DIR/child.<RANK>
@@ -120,16 +123,18 @@ int arity(const std::string& cmd) {
 
 int main(int argc, char** argv) {
   const std::string rank = env_or("RANK", "0");
+  const std::string restart = env_or("TORCHELASTIC_RESTART_COUNT", "0");
   for (int i = 1; i < argc; ++i) {
     std::string cmd = argv[i];
-    if (cmd.size() > 1 && cmd[0] == '@') {
-      const bool mine = cmd.substr(1) == rank;
-      if (++i >= argc) break;
-      cmd = argv[i];
-      if (!mine) {
-        i += arity(cmd);
-        continue;
-      }
+    // Conditions chain: "#0 @1 exit 3" exits only rank 1 of round 0.
+    bool mine = true;
+    while (cmd.size() > 1 && (cmd[0] == '@' || cmd[0] == '#') && i + 1 < argc) {
+      mine = mine && cmd.substr(1) == (cmd[0] == '@' ? rank : restart);
+      cmd = argv[++i];
+    }
+    if (!mine) {
+      i += arity(cmd);
+      continue;
     }
     if (i + arity(cmd) >= argc) {
       std::fprintf(stderr, "test worker: %s needs %d argument(s)\n", cmd.c_str(), arity(cmd));
@@ -149,9 +154,11 @@ int main(int argc, char** argv) {
       std::printf("%s\n", std::string(std::stoul(arg()), 'x').c_str());
       std::fflush(stdout);
     } else if (cmd == "env") {
-      for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                               "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "RH_LAUNCHED",
-                               "RH_JOB_ID", "RH_MASTER_ADDR_FROM", "RH_MASTER_PORT_FROM"})
+      for (const char* name :
+           {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+            "MASTER_PORT", "OMP_NUM_THREADS", "RH_LAUNCHED", "RH_JOB_ID", "RH_MASTER_ADDR_FROM",
+            "RH_MASTER_PORT_FROM", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
+            "TORCHELASTIC_MAX_RESTARTS", "RH_ELASTIC_BASE_WORLD_SIZE", "RH_ELASTIC_DETECTED_AT"})
         std::printf("%s=%s\n", name, env_or(name, "(unset)").c_str());
       std::fflush(stdout);
     } else if (cmd == "pidfile") {

@@ -289,6 +289,36 @@ TEST(DistEnv, TorchrunsAgentStore) {
                    .agent_store);
 }
 
+// Which start of the job this is (a restarted job resumes), and what the
+// elastic launcher tells its workers.
+TEST(DistEnv, RestartsAndTheElasticLauncher) {
+  DistEnv e = read({{"RANK", "0"},
+                    {"WORLD_SIZE", "2"},
+                    {"TORCHELASTIC_RESTART_COUNT", "2"},
+                    {"SLURM_RESTART_COUNT", "5"},
+                    {"RH_ELASTIC_BASE_WORLD_SIZE", "4"},
+                    {"RH_ELASTIC_DETECTED_AT", "1796434219.25"}});
+  EXPECT_EQ(e.job_restart, 2);
+  EXPECT_EQ(e.job_restart_from, "TORCHELASTIC_RESTART_COUNT");
+  EXPECT_EQ(e.elastic_base_world_size, 4);
+  EXPECT_DOUBLE_EQ(e.elastic_detected_at, 1796434219.25);
+  // A requeued SLURM job, even as a single process.
+  e = read({{"SLURM_RESTART_COUNT", "1"}});
+  EXPECT_EQ(e.job_restart, 1);
+  EXPECT_EQ(e.job_restart_from, "SLURM_RESTART_COUNT");
+  EXPECT_EQ(e.elastic_base_world_size, 0);
+  e = read({});
+  EXPECT_EQ(e.job_restart, 0);
+  EXPECT_EQ(e.job_restart_from, "");
+  EXPECT_THAT(error_of({{"SLURM_RESTART_COUNT", "-1"}}),
+              HasSubstr("SLURM_RESTART_COUNT=-1: expected 0 or more"));
+  EXPECT_THAT(error_of({{"RH_ELASTIC_BASE_WORLD_SIZE", "0"}}),
+              HasSubstr("RH_ELASTIC_BASE_WORLD_SIZE=0 (set by runner-host's elastic launcher)"));
+  EXPECT_THAT(error_of({{"RH_ELASTIC_DETECTED_AT", "soon"}}),
+              HasSubstr("RH_ELASTIC_DETECTED_AT='soon' (set by runner-host's elastic launcher): "
+                        "expected seconds since the epoch"));
+}
+
 // The launcher's master address and port: the flag, else its environment,
 // else the job, else the default (on one node a free port).
 TEST(LaunchOptions, FlagsThenEnvironmentThenTheJob) {
@@ -412,6 +442,8 @@ TEST(StripLauncherFlags, BothFormsAndPrefixes) {
   EXPECT_THAT(strip_launcher_flags({"--set", "nnodes=2", "--", "--nnodes", "2"}),
               ElementsAre("--set", "nnodes=2", "--", "--nnodes", "2"));
   EXPECT_THAT(strip_launcher_flags({"--nnodes"}), ElementsAre());
+  EXPECT_THAT(strip_launcher_flags({"--max-restarts", "3", "--min-nodes=1", "--config", "j"}),
+              ElementsAre("--config", "j"));
 }
 
 }  // namespace
