@@ -26,8 +26,9 @@
 // clang-format off
 //   strategy:
 //     type: ddp
-//     bucket_cap_mb: 25               # later buckets
-//     first_bucket_mb: 1              # the first bucket, small so that communication starts early
+//     bucket_cap_mb: 25               # later buckets: each closes once it holds this much (the
+//                                     # parameter that crosses it included, as PyTorch's DDP)
+//     first_bucket_mb: 1              # the first bucket's, small so that communication starts early
 //     find_unused_parameters: false   # true: parameters may go unused (see before_backward):
 //                                     # one small all-reduce per step finds them; they no longer
 //                                     # hold back later buckets, and keep no gradient where no

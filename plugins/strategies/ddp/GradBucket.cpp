@@ -11,8 +11,14 @@ BucketPlan plan_buckets(const std::vector<size_t>& order, const std::vector<size
   size_t filled = 0;  // bytes in the current (last) bucket
   for (size_t index : order) {
     const size_t limit = plan.buckets.size() == 1 ? first_cap_bytes : cap_bytes;
-    // A parameter larger than the cap gets a bucket of its own.
-    if (plan.buckets.empty() || (filled > 0 && filled + bytes[index] > limit)) {
+    // PyTorch's rule (Reducer's compute_bucket_assignment_by_size): a bucket
+    // closes once it holds the cap or more, the parameter that crossed it
+    // included. So the first bucket of an MLP whose last hidden layer is
+    // 4 MB takes that layer (and goes out while backward goes on), where
+    // "never above the cap" left it for the second bucket, which could only
+    // leave once backward had ended: 1.2 x PyTorch DDP's step across hosts
+    // (tools/bench/bench_multinode.sh), ~1.0 with this rule.
+    if (plan.buckets.empty() || filled >= limit) {
       plan.buckets.emplace_back();
       filled = 0;
     }

@@ -1,8 +1,9 @@
 // Gradient buckets of the ddp strategy: which parameters are all-reduced
 // together. Buckets follow the order gradients become ready (reverse
 // parameter order at first, then the order observed in the first iteration),
-// the first capped at `first_cap_bytes` so communication starts early in
-// backward, the others at `cap_bytes`.
+// the first closed once it holds `first_cap_bytes` so communication starts
+// early in backward, the others once they hold `cap_bytes` (as PyTorch's
+// DDP: the parameter that crosses the cap is the bucket's last).
 #pragma once
 
 #include <cstddef>

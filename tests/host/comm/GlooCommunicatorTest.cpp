@@ -198,8 +198,11 @@ int reductions_body(const RankContext& ctx, bool shared_memory) {
   every_reduction<int32_t>(*world, "int32");
   every_reduction<int64_t>(*world, "int64");
   every_reduction<uint8_t>(*world, "uint8");
-  // Several pipelined segments per chunk (1 MiB segments).
+  // Several pipelined segments per chunk (4 MiB segments): 2 MiB chunks of
+  // two segments; 9.3 (3 ranks) or 14 MiB (2 ranks) chunks of 3 or 4, the
+  // last segment of each chunk shorter, the chunks one element apart.
   all_reduce_case<float>(*world, 700001, "float32");
+  all_reduce_case<float>(*world, 7000003, "float32");
   reduce_scatter_case<float>(*world, 300001, "float32");
   reduce_scatter_case<double>(*world, 200003, "float64");
   world->barrier();

@@ -95,7 +95,7 @@ class DdpExactnessTest : public ::testing::Test {
 // order depend on where it sits in its bucket, so a resumed process that
 // planned its buckets anew would not reproduce the uninterrupted run.
 constexpr const char* kSmallBuckets =
-    "{type: ddp, first_bucket_mb: 0.002, bucket_cap_mb: 0.004, find_unused_parameters: true}";
+    "{type: ddp, first_bucket_mb: 0.0001, bucket_cap_mb: 0.001, find_unused_parameters: true}";
 
 TEST_F(DdpExactnessTest, ExactResumeOnThreeRanksOverTcp) {
   const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 4}\n";
