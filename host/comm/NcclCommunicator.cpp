@@ -13,6 +13,10 @@
 //   RH_ERROR_TIMEOUT. An aborted communicator cancels everything after.
 // - Groups: ncclCommSplit (collective over the parent; non-members pass
 //   NCCL_SPLIT_NOCOLOR).
+// - A collective that times out or fails with an NCCL error (whose text
+//   names no peer: "remote process exited or there was a network error")
+//   asks the heartbeat of the world (Heartbeat.hpp, through the store, as
+//   gloo does) which ranks stopped, and on which host, and says so.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -26,6 +30,7 @@
 
 #include "comm/Backends.hpp"
 #include "comm/CommInternal.hpp"
+#include "comm/Heartbeat.hpp"
 #include "comm/RankDevice.hpp"
 
 namespace rh::comm::detail {
@@ -96,6 +101,9 @@ struct State {
   std::mutex mutex;      // serialises NCCL calls on `comm` and guards below
   std::string failure;   // first failure; later collectives are cancelled
   bool aborted = false;  // ncclCommAbort was called
+  // Every rank's pulse, shared by the world and its groups; null in a world
+  // of one.
+  std::shared_ptr<Heartbeat> heartbeat;
 
   // Under `mutex`.
   void abort_locked(const std::string& why) {
@@ -156,22 +164,34 @@ class NcclWork final : public Work {
     cudaSetDevice(state_->device);
     for (unsigned spins = 0;; ++spins) {
       cudaError_t e = cudaEventQuery(done_);
-      std::unique_lock<std::mutex> state_lock(state_->mutex);
-      // An aborted communicator's kernels end early: their events complete
-      // without the data, so abort wins over completion.
-      if (state_->aborted) fail(cancelled_error(state_->who, name_, step_, state_->failure));
-      if (e == cudaSuccess) break;
-      if (e != cudaErrorNotReady)
-        fail(collective_error(state_->who, name_, false, state_->timeout_s, step_,
-                              "CUDA: " + cuda_text(e)));
-      ncclResult_t async = ncclSuccess;
-      if (ncclCommGetAsyncError(state_->comm, &async) == ncclSuccess && async != ncclSuccess &&
-          async != ncclInProgress)
-        fail(collective_error(state_->who, name_, false, state_->timeout_s, step_,
-                              "NCCL: " + nccl_text(async)));
-      if (Clock::now() > deadline_)
-        fail(collective_error(state_->who, name_, true, state_->timeout_s, step_, ""));
-      state_lock.unlock();
+      std::string detail;  // a failure's, when there is one
+      bool timed_out = false;
+      {
+        std::unique_lock<std::mutex> state_lock(state_->mutex);
+        // An aborted communicator's kernels end early: their events complete
+        // without the data, so abort wins over completion.
+        if (state_->aborted) fail(cancelled_error(state_->who, name_, step_, state_->failure));
+        if (e == cudaSuccess) break;
+        ncclResult_t async = ncclSuccess;
+        if (e != cudaErrorNotReady)
+          detail = "CUDA: " + cuda_text(e);
+        else if (ncclCommGetAsyncError(state_->comm, &async) == ncclSuccess &&
+                 async != ncclSuccess && async != ncclInProgress)
+          detail = "NCCL: " + nccl_text(async);
+        else
+          timed_out = Clock::now() > deadline_;
+      }
+      if (!detail.empty() || timed_out) {
+        // Which ranks stopped (outside the lock: it reads the store for a
+        // few heartbeat periods), then the failure.
+        if (state_->heartbeat) {
+          const std::string lost = state_->heartbeat->explain_loss();
+          if (!lost.empty()) detail += (detail.empty() ? "" : "; ") + lost;
+        }
+        std::unique_lock<std::mutex> state_lock(state_->mutex);
+        if (state_->aborted) fail(cancelled_error(state_->who, name_, step_, state_->failure));
+        fail(collective_error(state_->who, name_, timed_out, state_->timeout_s, step_, detail));
+      }
       if (spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     finished_ = true;
@@ -215,8 +235,9 @@ class NcclCommunicator final : public Communicator {
  public:
   // Takes ownership of `comm` (already initialised).
   NcclCommunicator(ncclComm_t comm, int device, double timeout_s, Identity who, int rank, int size,
-                   std::vector<int> members)
+                   std::vector<int> members, std::shared_ptr<Heartbeat> heartbeat)
       : state_(std::make_shared<State>()), rank_(rank), size_(size), members_(std::move(members)) {
+    state_->heartbeat = std::move(heartbeat);
     state_->comm = comm;
     state_->device = device;
     state_->timeout_s = timeout_s;
@@ -364,7 +385,8 @@ class NcclCommunicator final : public Communicator {
     who.group_ranks = members;
     return std::make_unique<NcclCommunicator>(group, state_->device, state_->timeout_s,
                                               std::move(who), static_cast<int>(it - ranks.begin()),
-                                              static_cast<int>(ranks.size()), std::move(members));
+                                              static_cast<int>(ranks.size()), std::move(members),
+                                              state_->heartbeat);
   }
 
  private:
@@ -557,8 +579,12 @@ std::unique_ptr<Communicator> create_nccl_world(StorePtr store, const Rendezvous
   }
   std::vector<int> members(static_cast<size_t>(o.world_size));
   for (int i = 0; i < o.world_size; ++i) members[static_cast<size_t>(i)] = i;
+  // The heartbeat as gloo's world has it (Heartbeat.hpp): after NCCL's own
+  // rendezvous, so that a rank that never came fails there, naming it.
+  std::shared_ptr<Heartbeat> heartbeat;
+  if (o.world_size > 1) heartbeat = std::make_shared<Heartbeat>(o);
   return std::make_unique<NcclCommunicator>(comm, device, o.timeout_s, std::move(who), o.rank,
-                                            o.world_size, std::move(members));
+                                            o.world_size, std::move(members), std::move(heartbeat));
 }
 
 }  // namespace rh::comm::detail

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -195,6 +196,29 @@ TEST(NcclCommunicatorTest, TimeoutAbortsAndNamesTheCollective) {
       },
       120);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// A peer that died: NCCL's own error names no rank; the heartbeat does.
+TEST(NcclCommunicatorTest, ADeadPeerIsNamedByTheHeartbeat) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  auto codes = run_ranks(
+      2,
+      [&](const RankContext& ctx) {
+        auto world = rh::comm::create_world(nccl_options(ctx, /*timeout_s=*/3));
+        DeviceFloats x(1024, ctx.rank);
+        world->all_reduce(x.buffer(), ReduceOp::Sum, false);
+        if (ctx.rank == 1) _exit(0);  // gone, heartbeat and all
+        try {
+          world->all_reduce(x.buffer(), ReduceOp::Sum, false);
+          check(false, "all_reduce without rank 1 must fail");
+        } catch (const rh::host::HostError& e) {
+          std::string m = e.what();
+          check(m.find("rank(s) 1 stopped (no heartbeat for") != std::string::npos, m);
+        }
+        return 0;
+      },
+      120);
+  EXPECT_EQ(codes[0], 0);
 }
 
 }  // namespace
