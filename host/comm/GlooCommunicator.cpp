@@ -240,12 +240,12 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const uint8_
 // reduce-scatter phase, steps s = 0..P-2: send chunk (r-s) to rank r+1,
 // receive chunk (r-s-1) from rank r-1 and reduce it into ours; rank r then
 // holds the reduction of chunk r+1. The all-gather phase, steps s =
-// 0..P-2: send chunk (r+1-s), receive chunk (r-s) into place. Each chunk is
-// cut into segments, two in flight in each phase, as ring_reduce_scatter
-// does. Gloo's own ring all-reduce (gloo::allreduce) took 3.8 ms for 1 MiB
-// on 2 ranks over loopback where this reduce-scatter and gloo's all-gather
-// took 0.5 ms together (rh_bench_comm): its per-segment handshakes cost
-// more than the data.
+// 0..P-2: send chunk (r+1-s), receive chunk (r-s) into place. A chunk
+// larger than a segment is cut into segments, two in flight. Gloo's own
+// ring all-reduce (gloo::allreduce) took 3.8 ms for 1 MiB on 2 ranks over
+// loopback where our reduce-scatter and gloo's all-gather took 0.5 ms
+// together (rh_bench_comm): its per-segment handshakes cost more than the
+// data.
 void ring_all_reduce(const std::shared_ptr<gloo::Context>& ctx, uint8_t* buf, size_t count,
                      size_t es, ReduceFn fn, Millis timeout) {
   const int P = ctx->size;
@@ -255,10 +255,18 @@ void ring_all_reduce(const std::shared_ptr<gloo::Context>& ctx, uint8_t* buf, si
   auto begin = [&](size_t k) { return count * k / static_cast<size_t>(P); };
   auto chunk = [&](int k) { return static_cast<size_t>(((k % P) + P) % P); };
   const size_t max_chunk = (count + static_cast<size_t>(P) - 1) / static_cast<size_t>(P);
-  // >= 2 segments per chunk (one may be empty): a step's send of a segment
-  // is issued after the previous step finished it.
-  const size_t seg = std::max<size_t>(1, std::min(kSegmentBytes / es, (max_chunk + 1) / 2));
-  const size_t nseg = std::max<size_t>(2, (max_chunk + seg - 1) / seg);
+  // A chunk of up to kSegmentBytes is one message; a larger one is cut into
+  // segments of that size, two in flight (`depth`), so that reducing one
+  // overlaps the transfer of the next. A step's send of a segment must come
+  // after the previous step finished it: with two in flight that needs two
+  // segments or more per chunk (one may be empty). Fewer, larger messages
+  // won where every message costs thread hand-offs: ddp's 4 MB bucket
+  // across 2 simulated hosts sharing 2 cores went from 16.4 to ~14 ms per
+  // step with 2 MB chunks sent whole instead of in halves.
+  size_t seg = std::max<size_t>(1, std::min(kSegmentBytes / es, max_chunk));
+  if (seg < max_chunk) seg = std::min(seg, (max_chunk + 1) / 2);
+  const size_t nseg = std::max<size_t>(1, (max_chunk + seg - 1) / seg);
+  const size_t depth = nseg >= 2 ? 2 : 1;
   const size_t total = static_cast<size_t>(P - 1) * nseg;
   // Segment j of chunk k: its first element and length (0: past the end).
   auto seg_at = [&](size_t k, size_t j) -> std::pair<size_t, size_t> {
@@ -271,9 +279,9 @@ void ring_all_reduce(const std::shared_ptr<gloo::Context>& ctx, uint8_t* buf, si
   const uint64_t slot = gloo::Slot::build(kAllReduceSlotPrefix, 0);
 
   // Reduce-scatter.
-  for (size_t i = 0; i < total + 2; ++i) {
-    if (i >= 2) {  // complete operation i-2
-      const size_t k = i - 2, s = k / nseg, j = k % nseg;
+  for (size_t i = 0; i < total + depth; ++i) {
+    if (i >= depth) {  // complete operation i-depth
+      const size_t k = i - depth, s = k / nseg, j = k % nseg;
       // Chunks differ by an element at most: a segment may be empty in one
       // and not in the other, so the send and the receive are waited apart.
       if (seg_at(chunk(r - static_cast<int>(s)), j).second > 0) all->waitSend(timeout);
@@ -292,9 +300,9 @@ void ring_all_reduce(const std::shared_ptr<gloo::Context>& ctx, uint8_t* buf, si
     }
   }
   // All-gather: every segment received lands in place, and is sent on.
-  for (size_t i = 0; i < total + 2; ++i) {
-    if (i >= 2) {
-      const size_t k = i - 2, s = k / nseg, j = k % nseg;
+  for (size_t i = 0; i < total + depth; ++i) {
+    if (i >= depth) {
+      const size_t k = i - depth, s = k / nseg, j = k % nseg;
       if (seg_at(chunk(r + 1 - static_cast<int>(s)), j).second > 0) all->waitSend(timeout);
       if (seg_at(chunk(r - static_cast<int>(s)), j).second > 0) all->waitRecv(timeout);
     }
