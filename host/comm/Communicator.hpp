@@ -57,9 +57,10 @@ class Communicator {
 
   // Each returns a Work; `async == false` waits before returning (and
   // throws the collective's error). Collectives on one communicator run in
-  // issue order on one background thread per communicator, so async calls
-  // from the autograd thread are fine. Buffers of an async call must stay
-  // alive and untouched until the Work finished.
+  // issue order on background threads of the communicator, one at a time
+  // (gloo over TCP: two all-reduces on different bytes may run together),
+  // so async calls from the autograd thread are fine. Buffers of an async
+  // call must stay alive and untouched until the Work finished.
   virtual std::shared_ptr<Work> all_reduce(Buffer inout, ReduceOp op, bool async) = 0;
   // out.count == size() * in.count; out holds every rank's `in`, in rank order.
   virtual std::shared_ptr<Work> all_gather(Buffer in, Buffer out, bool async) = 0;

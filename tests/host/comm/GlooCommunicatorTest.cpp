@@ -296,9 +296,11 @@ TEST(GlooCommunicatorTest, AllGatherAndBroadcastFromRankOne) {
   expect_all_ok(run_ranks(3, gather_broadcast_body));
 }
 
-TEST(GlooCommunicatorTest, AsyncWorkRunsInIssueOrderAndWaitsInAnyOrder) {
-  expect_all_ok(run_ranks(2, [](const RankContext& ctx) {
-    auto world = rh::comm::create_world(ctx.options());
+int async_order_body(const RankContext& ctx, bool shared_memory) {
+  {
+    rh::comm::RendezvousOptions o = ctx.options();
+    o.shared_memory = shared_memory;
+    auto world = rh::comm::create_world(o);
     // The same buffer three times: only issue order gives (x*2+1)*2 ... results.
     std::vector<float> big(400000, static_cast<float>(ctx.rank + 1));  // sum 3
     std::vector<float> small(3, 1.0f);
@@ -328,8 +330,43 @@ TEST(GlooCommunicatorTest, AsyncWorkRunsInIssueOrderAndWaitsInAnyOrder) {
     for (size_t i = 0; i < whole.size(); ++i)
       check(whole[i] == static_cast<float>(i * 3), "reduce_scatter then all_gather");
     world->barrier();
-    return 0;
-  }));
+  }
+  return 0;
+}
+
+TEST(GlooCommunicatorTest, AsyncWorkRunsInIssueOrderAndWaitsInAnyOrder) {
+  expect_all_ok(run_ranks(2, [](const RankContext& ctx) { return async_order_body(ctx, true); }));
+  expect_all_ok(run_ranks(2, [](const RankContext& ctx) { return async_order_body(ctx, false); }));
+}
+
+int in_flight_body(const RankContext& ctx) {
+  rh::comm::RendezvousOptions o = ctx.options();
+  o.shared_memory = false;
+  auto world = rh::comm::create_world(o);
+  // Over TCP two all-reduces on different bytes run together (each on its
+  // own slots): many in flight at once, big and small interleaved, each
+  // with its own result; one on the same bytes as a running one waits.
+  std::vector<std::vector<float>> bufs;
+  for (int k = 0; k < 8; ++k)
+    bufs.emplace_back(k % 2 == 0 ? 300001 : 5, static_cast<float>(k + ctx.rank));
+  std::vector<std::shared_ptr<rh::comm::Work>> works;
+  for (auto& b : bufs) works.push_back(world->all_reduce(buf(b), ReduceOp::Sum, true));
+  works.push_back(world->all_reduce(buf(bufs[0]), ReduceOp::Sum, true));  // after the first
+  for (auto& w : works) w->wait();
+  for (int k = 0; k < 8; ++k) {
+    const int P = world->size();
+    const float sum = static_cast<float>(P * k + P * (P - 1) / 2);  // of k + rank
+    const float want = k == 0 ? sum * static_cast<float>(P) : sum;
+    for (float x : bufs[static_cast<size_t>(k)])
+      check(x == want, "all_reduce " + std::to_string(k) + " in flight with others");
+  }
+  world->barrier();
+  return 0;
+}
+
+TEST(GlooCommunicatorTest, TwoAllReducesOverTcpRunTogetherEachWithItsOwnResult) {
+  expect_all_ok(run_ranks(2, in_flight_body));
+  expect_all_ok(run_ranks(3, in_flight_body));
 }
 
 TEST(GlooCommunicatorTest, BarrierWaitsForEveryRank) {
