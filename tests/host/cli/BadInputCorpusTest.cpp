@@ -269,6 +269,17 @@ TEST_F(BadInputCorpusTest, CliFreePortWithSeveralNodesConflicts) {
                       "given the same port"});
 }
 
+TEST_F(BadInputCorpusTest, CliMinNodesWithoutMaxRestarts) {
+  expect_job_refused(kJob, "--nproc-per-node 2 --nnodes 2 --min-nodes 1", 2,
+                     {"--min-nodes needs --max-restarts: without restarts a lost node ends the "
+                      "job whatever the minimum"});
+}
+
+TEST_F(BadInputCorpusTest, CliMinNodesAboveNnodes) {
+  expect_job_refused(kJob, "--nnodes 2 --max-restarts 1 --min-nodes 3", 2,
+                     {"--min-nodes: expected 1 to --nnodes 2, got 3"});
+}
+
 // Found by this corpus, fixed: a word that is no option (`--set a=1 b=2`:
 // b=2) was dropped by boost without a word and the run went on with b unset.
 TEST_F(BadInputCorpusTest, CliStrayArgumentIsRefused) {
