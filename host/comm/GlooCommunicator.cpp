@@ -698,14 +698,16 @@ class GlooCommunicator final : public Communicator {
         queue_.pop_front();
         running_.emplace_back(task.tag, task.range);
       }
-      const std::exception_ptr error = run_task(task);
+      // Done before it leaves running_: a collective that waited for it to
+      // end starts after its Work reads as completed (issue order, seen
+      // from the caller).
+      task.work->set_done(run_task(task));
       {
         std::lock_guard<std::mutex> lock(mutex_);
         running_.erase(std::find_if(running_.begin(), running_.end(),
                                     [&](const auto& r) { return r.first == task.tag; }));
       }
       cv_.notify_all();
-      task.work->set_done(error);
     }
   }
 
