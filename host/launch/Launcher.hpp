@@ -87,10 +87,11 @@
 //      round's world) and, after a failure, RH_ELASTIC_DETECTED_AT (when
 //      this launcher learned of it, seconds since the epoch). A forwarded
 //      stop signal ends the job without a restart.
-//        runner-host launcher: another node failed (node 1 (b): rank 2 exited with code 1):
-//        stopping this node's workers runner-host launcher: restart 1 of 3: nodes 0 (were 0, 1), 8
-//        rank(s); this is node 0, node rank 0 now runner-host launcher: no restart left
-//        (--max-restarts 3): the job ends
+// clang-format off
+//        runner-host launcher: another node failed (node 1 (b): rank 2 exited with code 1): stopping this node's workers
+//        runner-host launcher: restart 1 of 3: nodes 0 (were 0, 1), 8 rank(s); this is node 0, node rank 0 now
+//        runner-host launcher: no restart left (--max-restarts 3): the job ends
+// clang-format on
 // Every worker is reaped before launch() returns: no zombie, no orphan.
 //
 // launch() installs its own handlers of the forwarded signals and SIGCHLD, and
