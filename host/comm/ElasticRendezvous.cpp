@@ -87,8 +87,6 @@ class StoreAgent final : public launch::ElasticAgent {
     beats_.join();
   }
 
-  int port() const override { return port_; }
-
   ElasticWorld join(int round) override {
     const std::string r = "round/" + std::to_string(round) + "/";
     request("join round " + std::to_string(round),
@@ -112,7 +110,6 @@ class StoreAgent final : public launch::ElasticAgent {
     }
     if (!nodes.empty() && nodes[0] == '!') throw std::runtime_error(nodes.substr(1));
     ElasticWorld w;
-    w.round = round;
     w.nodes = parse_nodes(nodes);
     const auto me = std::find(w.nodes.begin(), w.nodes.end(), o_.node_rank);
     if (me == w.nodes.end())

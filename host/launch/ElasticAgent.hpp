@@ -35,7 +35,6 @@ constexpr double kLostAfterS = 3.0;
 
 // One round's world, as node 0 closed it.
 struct ElasticWorld {
-  int round = 0;
   int node_rank = 0;       // this node's rank in the round
   std::vector<int> nodes;  // the round's nodes, by their first-round node rank, in node-rank order
   int nnodes() const { return static_cast<int>(nodes.size()); }
@@ -44,8 +43,6 @@ struct ElasticWorld {
 class ElasticAgent {
  public:
   virtual ~ElasticAgent() = default;
-  // The store's port (node 0: the one it listens on).
-  virtual int port() const = 0;
   // Joins `round` and blocks until node 0 closes it. Throws
   // std::runtime_error saying why this node cannot go on: the round has
   // fewer than --min-nodes nodes, it closed without this node, the store

@@ -699,12 +699,10 @@ class ScriptedAgent final : public rh::launch::ElasticAgent {
   };
   ScriptedAgent(std::vector<std::vector<int>> worlds, Log& log)
       : worlds_(std::move(worlds)), log_(log) {}
-  int port() const override { return 0; }
   rh::launch::ElasticWorld join(int round) override {
     log_.joined.push_back(round);
     if (refuse_from >= 0 && round >= refuse_from) throw std::runtime_error(refuse);
     rh::launch::ElasticWorld w;
-    w.round = round;
     w.nodes = worlds_[std::min<size_t>(static_cast<size_t>(round), worlds_.size() - 1)];
     w.node_rank = 0;
     round_start_ = Clock::now();
