@@ -280,38 +280,35 @@ std::optional<fs::path> RunCheckpoints::find_resume() {
 // that checkpoint, which must be valid.
 std::optional<fs::path> RunCheckpoints::choose_resume() {
   const config::Node* r = job_.find("resume");
+  const std::string value = r == nullptr || r->is_null() ? "false" : r->as_string();
+  const bool auto_resume = value == "true" || value == "True" || value == "auto";
   // A restarted job (runner-host --max-restarts, torchrun's restarts, a
   // requeued SLURM job) goes on from where it was: the newest valid
   // checkpoint of work_dir, whatever `resume` says; `resume` applies when
-  // there is none yet.
+  // there is none yet. One look at work_dir serves both.
   const launch::DistEnv& env = world_.env();
-  if (env.job_restart > 0) {
+  const bool restarted = env.job_restart > 0;
+  if (restarted || auto_resume) {
     std::vector<std::string> skipped;
-    auto dir = store_.find_resumable(&skipped);
+    std::optional<fs::path> dir = store_.find_resumable(&skipped);
     for (const auto& s : skipped) spdlog::warn("resume: skipping invalid checkpoint {}", s);
-    if (dir) {
+    if (restarted && dir)
       spdlog::info(
           "resume: restart {} of the job ({}={}): resuming from the newest valid "
           "checkpoint, {}",
           env.job_restart, env.job_restart_from, env.job_restart, dir->string());
-      return dir;
-    }
-    spdlog::info("resume: restart {} of the job ({}={}) and no checkpoint in {} yet",
-                 env.job_restart, env.job_restart_from, env.job_restart,
-                 store_.work_dir().string());
-  }
-  if (r == nullptr || r->is_null()) return std::nullopt;
-  const std::string value = r->as_string();
-  if (value == "false" || value == "False") return std::nullopt;
-  if (value == "true" || value == "True" || value == "auto") {
-    std::vector<std::string> skipped;
-    auto dir = store_.find_resumable(&skipped);
-    for (const auto& s : skipped) spdlog::warn("resume: skipping invalid checkpoint {}", s);
-    if (!dir)
+    else if (restarted)
+      spdlog::info("resume: restart {} of the job ({}={}) and no checkpoint in {} yet",
+                   env.job_restart, env.job_restart_from, env.job_restart,
+                   store_.work_dir().string());
+    if (dir) return dir;
+    if (auto_resume) {
       spdlog::info("resume: no checkpoint in {}; starting from scratch",
                    store_.work_dir().string());
-    return dir;
+      return std::nullopt;
+    }
   }
+  if (value == "false" || value == "False") return std::nullopt;
   fs::path dir = fs::path(value).is_relative() ? opt_.job_dir / value : fs::path(value);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
