@@ -88,12 +88,14 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
   // elastic restart keeping the global batch by accumulation), each weighted
   // by its share of the batch, so that a mean loss's gradient is the whole
   // batch's.
+  // One part (every run but such a restart) takes the batch as it is, with
+  // nothing allocated for the parts on this per-step path.
   const int64_t rows = batch.input.size(0);
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(micro_batches_, rows));
   std::vector<int64_t> sizes;
-  for (int64_t j = 0; j < parts; ++j) sizes.push_back(rows / parts + (j < rows % parts ? 1 : 0));
-  std::vector<at::Tensor> inputs{batch.input}, targets{batch.target};
+  std::vector<at::Tensor> inputs, targets;
   if (parts > 1) {
+    for (int64_t j = 0; j < parts; ++j) sizes.push_back(rows / parts + (j < rows % parts ? 1 : 0));
     inputs = batch.input.split_with_sizes(sizes);
     targets = batch.target.split_with_sizes(sizes);
   }
@@ -107,7 +109,10 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
   for (int64_t j = 0; j < parts; ++j) {
     const bool last_part = j + 1 == parts;
     const double share =
-        static_cast<double>(sizes[static_cast<size_t>(j)]) / static_cast<double>(rows);
+        parts == 1 ? 1.0
+                   : static_cast<double>(sizes[static_cast<size_t>(j)]) / static_cast<double>(rows);
+    const at::Tensor& part_input = parts == 1 ? batch.input : inputs[static_cast<size_t>(j)];
+    const at::Tensor& part_target = parts == 1 ? batch.target : targets[static_cast<size_t>(j)];
     // Named ranges (RECORD_USER_SCOPE): the phases in a profiler trace (hook
     // `profiler`); without a profiler each costs a check of the callbacks.
     at::Tensor loss;
@@ -117,10 +122,10 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
       // (the casts' backward runs in the dtypes forward chose).
       std::optional<compat::AutocastScope> autocast;
       if (amp_) autocast.emplace(device_.type(), amp_->dtype);
-      at::Tensor input = model_input(inputs[static_cast<size_t>(j)], device_,
-                                     input_dtype_);  // (B, F) / (B, 3, H, W) / (B, T)
-      at::Tensor target = targets[static_cast<size_t>(j)].to(device_);  // (B) / (B, T)
-      at::Tensor logits = float_logits(model_.forward(input));          // (B, C) / (B, T, V)
+      at::Tensor input =
+          model_input(part_input, device_, input_dtype_);       // (B, F) / (B, 3, H, W) / (B, T)
+      at::Tensor target = part_target.to(device_);              // (B) / (B, T)
+      at::Tensor logits = float_logits(model_.forward(input));  // (B, C) / (B, T, V)
       loss = Evaluator::loss(model_.task(), logits, target);
     }
     if (last_part) {
