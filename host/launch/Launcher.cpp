@@ -18,6 +18,7 @@
 
 #include "launch/ElasticAgent.hpp"
 #include "launch/LauncherSignals.hpp"
+#include "launch/WorkerEnv.hpp"  // seconds_since_epoch
 #include "launch/WorkerOutput.hpp"
 #include "launch/WorkerProcesses.hpp"
 
@@ -253,7 +254,7 @@ class Supervisor {
   void ended(const Worker& w, int code, const std::string& what) {
     if (code != 0 && !failed_) {
       failure_ = "rank " + std::to_string(w.rank) + " " + what;
-      failure_seen_at_ = wall_seconds();
+      failure_seen_at_ = seconds_since_epoch();
       message(failure_);
       fail(code);
     }
@@ -274,14 +275,9 @@ class Supervisor {
     if (!elsewhere) return;
     failure_ = *elsewhere;
     failed_elsewhere_ = true;
-    failure_seen_at_ = wall_seconds();
+    failure_seen_at_ = seconds_since_epoch();
     message("another node failed (" + failure_ + "): stopping this node's workers");
     fail(1);
-  }
-
-  static double wall_seconds() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
   }
 
   int supervise() {

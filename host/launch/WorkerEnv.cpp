@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -325,6 +326,10 @@ DistEnv read_dist_env(const EnvLookup& get, const JobRendezvousKeys& job) {
     e.elastic_detected_at = v;
   }
   return e;
+}
+
+double seconds_since_epoch() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 DistEnv dist_env_from_environment(const JobRendezvousKeys& job) {

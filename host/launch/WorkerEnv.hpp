@@ -66,6 +66,10 @@ struct DistEnv {
   double elastic_detected_at = 0;
 };
 
+// The wall clock in seconds since the epoch: the one clock the elastic
+// launcher stamps RH_ELASTIC_DETECTED_AT with and a worker reads it against.
+double seconds_since_epoch();
+
 // The job's own rendezvous keys (dist.master_addr, dist.master_port), with
 // where each is written ("job.yaml:9:30"), for read_dist_env and the
 // launcher: the environment and the launcher's flags win over them.

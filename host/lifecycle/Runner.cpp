@@ -437,9 +437,7 @@ struct Runner::State {
   void note_recovery(Metrics& metrics) {
     const launch::DistEnv& env = world->env();
     if (env.elastic_detected_at <= 0) return;
-    const double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    const double recovered = now - env.elastic_detected_at;
+    const double recovered = launch::seconds_since_epoch() - env.elastic_detected_at;
     metrics.push_back({"time_to_recover_s", recovered});
     if (world->rank() == 0)
       spdlog::info(
