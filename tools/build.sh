@@ -34,10 +34,24 @@ if [ "$RH_TORCH_PICKED" = python ]; then
 else
   echo "build: Debian's LibTorch 1.13, CPU ($RH_TORCH_REASON)"
 fi
-"$ROOT/tools/install-deps.sh"
-if [ ! -f "$BUILD/build.ninja" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${configure[@]}" "$@"
+# The main job's packages for one target (the quickstart); the tests' too
+# for everything. A build directory first configured for the quickstart has
+# no tests (GoogleTest may not be installed yet): building everything turns
+# them on.
+if [ -n "${RH_BUILD_TARGET:-}" ]; then
+  "$ROOT/tools/install-deps.sh"
+  tests=OFF
 else
+  "$ROOT/tools/install-deps.sh" --tests
+  tests=ON
+fi
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DRH_BUILD_TESTS="$tests" "${configure[@]}" "$@"
+else
+  if [ "$tests" = ON ] && grep -q '^RH_BUILD_TESTS:BOOL=OFF$' "$BUILD/CMakeCache.txt"; then
+    cmake "$BUILD" -DRH_BUILD_TESTS=ON > /dev/null
+  fi
   # Configured before: the LibTorch it uses stays. Refuse when it is the
   # other one of the two RH_TORCH chooses between.
   configured=$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$BUILD/CMakeCache.txt")

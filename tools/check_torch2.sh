@@ -18,7 +18,11 @@
 # found in /usr/include instead (Debian 12's 1.13 headers are there: the
 # 2.6 folders come first, so such a header would otherwise pass unseen).
 #
-# Usage: tools/check_torch2.sh
+# Usage: tools/check_torch2.sh [--cuda-only]
+#   --cuda-only   only the sources with CUDA paths (an #if on RH_WITH_C10_CUDA
+#                 or RH_HAVE_NCCL): what CI runs, since everything a CPU build
+#                 compiles is built and tested on LibTorch 2.6 by
+#                 tools/test.sh --torch2
 # Env: RH_TORCH2_DIR (.deps/torch2), RH_TORCH2_BUILD_DIR (build-torch2),
 #      RH_TORCH2_JOBS (nproc), RH_TORCH2_SUITE (trixie), RH_TORCH2_ONLY (a
 #      regular expression: only the sources it matches, or the unity files
@@ -31,6 +35,14 @@ JOBS="${RH_TORCH2_JOBS:-$(nproc)}"
 SUITE="${RH_TORCH2_SUITE:-trixie}"
 PREFIX="$DEPS/x/usr"
 start=$SECONDS
+case "${1:-}" in
+  --cuda-only) export RH_TORCH2_CUDA_ONLY=1 ;;
+  "") ;;
+  *)
+    echo "check_torch2: unknown argument '$1' (--cuda-only)" >&2
+    exit 2
+    ;;
+esac
 
 # 1. The headers: downloaded once (2.4 MB .deb, 0.3 MB of package lists).
 if [ ! -f "$PREFIX/include/torch/csrc/api/include/torch/version.h" ]; then
@@ -117,6 +129,22 @@ for path in sorted(extra):
     args[args.index("-o") + 1] = "/dev/null"
     torch.append({"directory": template["directory"], "file": path,
                   "command": shlex.join(args)})
+
+# --cuda-only (CI): only the translation units with code that no CPU build
+# compiles (an #if on RH_WITH_C10_CUDA or RH_HAVE_NCCL in the file or in a
+# file its unity batch includes); the rest runs on LibTorch 2.6 in the
+# Debian 13 chroot (tools/test.sh --torch2).
+if os.environ.get("RH_TORCH2_CUDA_ONLY") == "1":
+    cuda_re = re.compile(r"RH_WITH_C10_CUDA|RH_HAVE_NCCL")
+    def has_cuda_paths(f):
+        text = open(f, errors="replace").read()
+        if "/Unity/" in f:
+            text += "".join(open(m, errors="replace").read()
+                            for m in re.findall(r'#include "(.*)"', text))
+        return cuda_re.search(text) is not None
+    torch = [e for e in torch if has_cuda_paths(e["file"])]
+    if not torch:
+        fail("--cuda-only: no translation unit has CUDA paths")
 
 only = os.environ.get("RH_TORCH2_ONLY")
 if only:

@@ -1,40 +1,61 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages runner-host builds and runs with; does
-# nothing when they are all present. Needs root (or sudo).
+# Installs the Debian packages runner-host builds and runs with (Debian 12,
+# or Debian 13 under its names); does nothing when they are all present.
+# Needs root (or sudo).
 #
-#   tools/install-deps.sh                 installs what is missing
-#   tools/install-deps.sh --list          prints the packages, one a line
+#   tools/install-deps.sh                 what the main job needs (tools/quickstart.sh):
+#                                         the compiler, the libraries, LibTorch
+#   tools/install-deps.sh --tests         that and what the tests need (tools/test.sh):
+#                                         GoogleTest, python3-torch, clang, ...
+#   tools/install-deps.sh --list [--tests]   prints the packages, one a line
 #   tools/install-deps.sh --missing-is-failure PACKAGE
 #       for a test that needs PACKAGE and finds it unusable: exits 0 (the
-#       test fails) when PACKAGE is on this list and the run is CI (CI set,
-#       not to false or 0; .ci/run sets it) or dpkg says it is installed
+#       test fails) when PACKAGE is on the --tests list and the run is CI (CI
+#       set, not to false or 0; .ci/run sets it) or dpkg says it is installed
 #       (then it is broken); exits 1 (the test
 #       skips) otherwise: a developer machine where it is not installed yet.
 #       Prints the reason either way.
 #
+# The first run installs only what the main job needs: the test-only
+# packages (python3-torch, clang and libFuzzer, matplotlib with Qt) come
+# with the first tools/test.sh.
+#
 # RH_TORCH (system | python | auto, tools/rh_torch.sh) picks the LibTorch
 # the build uses; when it is the python one (a GPU machine's pip LibTorch),
-# Debian's libtorch-dev is left out: its 1.13 headers in /usr/include would
-# stand in unseen for any header the other LibTorch lacks.
+# Debian's libtorch-dev is left out: its headers in /usr/include would stand
+# in unseen for any header the other LibTorch lacks.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
+# The release's own names where they differ (libFuzzer follows clang's
+# default version: 14 in Debian 12, 19 in Debian 13).
+# shellcheck source=/dev/null
+codename=$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2> /dev/null || true)
+case "$codename" in
+  trixie | forky | sid) libfuzzer=libfuzzer-19-dev ;;
+  *) libfuzzer=libfuzzer-14-dev ;;
+esac
+
+# What the main job needs: build the host and the shipped plugins, run them.
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libopenblas0-pthread    # without it LibTorch runs on the reference BLAS (8x slower)
   libgloo-dev libboost-dev libboost-program-options-dev
   libyaml-cpp-dev libspdlog-dev libdlpack-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  binutils                # nm, for the exported-symbol test
   protobuf-compiler libprotobuf-dev  # the tensorboard hook's event files
+)
+# What the tests add (tools/test.sh).
+TEST_PACKAGES=(
+  libgtest-dev libgmock-dev
+  binutils                # nm, for the exported-symbol test
   python3-protobuf python3-matplotlib  # tools/plot_metrics.py and the event-file reader test
-  # /usr/bin/python3's torch (1.13, CPU): the interop tests read our files with
-  # it (SafetensorsTest.PythonReadsTheFile, CkptToolTest.ConvertToTorch... and
-  # CkptToolTest.TorchCheckpointIo...: torch.load; StepOverheadBench: the
-  # archives) and tools/bench/'s PyTorch peers. A test finding it missing
-  # fails under CI (--missing-is-failure).
+  # /usr/bin/python3's torch (Debian 12: 1.13, Debian 13: 2.6, CPU): the
+  # interop tests read our files with it (SafetensorsTest.PythonReadsTheFile,
+  # CkptToolTest.ConvertToTorch... and CkptToolTest.TorchCheckpointIo...:
+  # torch.load; StepOverheadBench: the archives) and tools/bench/'s PyTorch
+  # peers. A test finding it missing fails under CI (--missing-is-failure).
   python3-torch
-  clang libfuzzer-14-dev  # tools/fuzz.sh: the libFuzzer targets
+  clang "$libfuzzer"      # tools/fuzz.sh: the libFuzzer targets
   iproute2 util-linux     # ip netns, unshare: the simulated hosts of tests/multinode
 )
 # The LibTorch of RH_TORCH=system (the default, what CI builds with).
@@ -42,9 +63,11 @@ TORCH_PACKAGES=(
   libtorch-dev            # LibTorch 1.13 (CPU) with c10d Gloo
 )
 
-# The whole list for this machine (the torch packages when RH_TORCH picks Debian's).
+# The whole list for this machine (the torch packages when RH_TORCH picks
+# Debian's); $1 = tests: the test packages too.
 all_packages() {
   printf '%s\n' "${PACKAGES[@]}"
+  if [ "${1:-}" = tests ]; then printf '%s\n' "${TEST_PACKAGES[@]}"; fi
   local pick="${RH_TORCH:-auto}"
   if [ "$pick" != system ] && [ "$pick" != python ]; then
     # shellcheck source=tools/rh_torch.sh
@@ -66,16 +89,22 @@ on_list() {
   return 1
 }
 
+which=runtime
 case "${1:-}" in
   --list)
-    all_packages
+    [ "${2:-}" = --tests ] && which=tests
+    all_packages "$which"
     exit 0
+    ;;
+  --tests)
+    which=tests
     ;;
   --missing-is-failure)
     pkg="${2:?--missing-is-failure needs a package name}"
     # Torch packages are the only ones that depend on RH_TORCH: others are
     # looked up without running python3 (rh_torch.sh imports torch).
-    if on_list "$pkg" "$(printf '%s\n' "${PACKAGES[@]}")" || on_list "$pkg" "$(all_packages)"; then
+    if on_list "$pkg" "$(printf '%s\n' "${PACKAGES[@]}" "${TEST_PACKAGES[@]}")" ||
+      on_list "$pkg" "$(all_packages tests)"; then
       if [ -n "${CI:-}" ] && [ "${CI,,}" != false ] && [ "$CI" != 0 ]; then
         echo "$pkg is in tools/install-deps.sh, which CI runs: it must be installed and work"
         exit 0
@@ -91,7 +120,7 @@ case "${1:-}" in
     ;;
   "") ;;
   *)
-    echo "install-deps: unknown argument '$1' (--list, --missing-is-failure PACKAGE)" >&2
+    echo "install-deps: unknown argument '$1' (--tests, --list [--tests], --missing-is-failure PACKAGE)" >&2
     exit 2
     ;;
 esac
@@ -99,7 +128,7 @@ esac
 missing=()
 while read -r p; do
   installed "$p" || missing+=("$p")
-done < <(all_packages)
+done < <(all_packages "$which")
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies if needed, builds, runs every test.
 # RH_TORCH picks the LibTorch (tools/build.sh).
-# Usage: tools/test.sh [ctest arguments, e.g. -R Cli]
+# Usage: tools/test.sh [--torch2] [ctest arguments, e.g. -R Cli]
+#   --torch2   the same in a Debian 13 chroot (LibTorch 2.6, python3-torch
+#              2.6; tools/torch2_chroot.sh makes it once, ~6 min), built in
+#              build-torch26/ (RH_TORCH2_BUILD_DIR); needs root.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ "${1:-}" = --torch2 ]; then
+  shift
+  export RH_BUILD_DIR="${RH_TORCH2_BUILD_DIR:-$ROOT/build-torch26}"
+  exec "$ROOT/tools/torch2_chroot.sh" tools/test.sh "$@"
+fi
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"
 "$ROOT/tools/build.sh"
 cd "$BUILD"

@@ -3,6 +3,7 @@
 #include "comm/Communicator.hpp"
 
 #include <c10/util/Exception.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "comm/Backends.hpp"
 #include "comm/CommInternal.hpp"
+#include "comm/TcpStore.hpp"
 
 namespace rh::comm {
 
@@ -391,7 +393,14 @@ std::unique_ptr<Communicator> create_world(const RendezvousOptions& o) {
     // would count as one of ours. join_job() waits for this job's ranks.
     opts.waitWorkers = false;
     opts.timeout = timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts);
+    std::string backend;
+    auto tcp = make_tcp_store(o.master_addr, opts, &backend);
+    // Which server backend (TcpStore.hpp): a world of one says so only at
+    // debug level, where no other process meets it.
+    if (hosts)
+      spdlog::log(o.world_size > 1 ? spdlog::level::info : spdlog::level::debug,
+                  "rendezvous store at {}:{}: c10d TCPStore, {} server", o.master_addr,
+                  tcp->getPort(), backend);
     at = o.master_addr + ":" + std::to_string(tcp->getPort());
     store = std::move(tcp);
     if (!o.store_prefix.empty())

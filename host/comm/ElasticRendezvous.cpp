@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "comm/CommInternal.hpp"
+#include "comm/TcpStore.hpp"
 
 namespace rh::comm {
 namespace {
@@ -58,7 +59,7 @@ class StoreAgent final : public launch::ElasticAgent {
       opts.isServer = o.node_rank == 0;
       opts.waitWorkers = false;
       opts.timeout = ms(o.timeout_s);  // connecting: node 0 may start later
-      auto tcp = c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts);
+      auto tcp = make_tcp_store(o.master_addr, opts);
       port_ = tcp->getPort();
       at_ = o.master_addr + ":" + std::to_string(port_);
       store_ =
@@ -228,9 +229,8 @@ class StoreAgent final : public launch::ElasticAgent {
           opts.isServer = false;
           opts.waitWorkers = false;
           opts.timeout = ms(kRequestS);
-          store = c10::make_intrusive<c10d::PrefixStore>(
-              "runner-host/elastic/" + o_.job_id,
-              c10::make_intrusive<c10d::TCPStore>(o_.master_addr, opts));
+          store = c10::make_intrusive<c10d::PrefixStore>("runner-host/elastic/" + o_.job_id,
+                                                         make_tcp_store(o_.master_addr, opts));
         }
         store->set(beat_key(o_.node_rank), bytes_of(std::to_string(++n)));
       } catch (const std::exception&) {

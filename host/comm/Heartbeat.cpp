@@ -7,6 +7,7 @@
 
 #include "abi/HostError.hpp"
 #include "comm/CommInternal.hpp"
+#include "comm/TcpStore.hpp"
 
 namespace rh::comm::detail {
 namespace {
@@ -36,7 +37,7 @@ Heartbeat::Heartbeat(const RendezvousOptions& o)
   // Short: after a failure a store that does not answer within it is taken
   // as lost (every rank joined it already, so connecting is quick).
   opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::min(o.timeout_s, 5.0) * 1000));
-  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, opts);
+  c10::intrusive_ptr<c10d::Store> store = make_tcp_store(o.master_addr, opts);
   if (!o.store_prefix.empty())
     store = c10::make_intrusive<c10d::PrefixStore>(o.store_prefix, std::move(store));
   if (!o.job_id.empty())

@@ -9,6 +9,7 @@
 // activations, are not units). The forward is opaque: the unit callback sees
 // PreForward for every unit in order before module.forward(input), and
 // PostForward for every unit in order after it.
+#include <spdlog/spdlog.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -19,8 +20,35 @@
 #include "model/ConfigFields.hpp"
 #include "model/ModelBuilders.hpp"
 
+// jit/codegen/fuser/interface.h is not among LibTorch's installed headers;
+// libtorch_cpu exports both functions (TORCH_API) with this signature in
+// 1.13 and 2.x.
+namespace torch::jit {
+TORCH_API bool canFuseOnCPU();
+TORCH_API void overrideCanFuseOnCPU(bool value);
+}  // namespace torch::jit
+
 namespace rh::model {
 namespace {
+
+// No NNC fusion on the CPU, as in a LibTorch built without LLVM (Debian's
+// 1.13). A LibTorch built with LLVM (Debian 13's 2.6) fuses on the CPU by
+// default, and training then compiles kernels through LLVM again and again:
+// each fusion group is guarded by its inputs' shapes, strides and
+// requires_grad, the backward graphs have executors of their own, and every
+// failed guard re-specialises (up to 12 times a graph) with fresh compiles;
+// 30 SGD steps of a tiny scripted MLP took 0.5 s on 1.13 and had not ended
+// after 10 minutes on 2.6. Without CPU fusion the profiling executor still
+// runs (autodiff, graph optimisations) and 2.6 trains at 1.13's speed
+// (ModelContractTest, TorchScriptModelTest.StepTimeStaysFlat). CUDA fusion
+// is left as the LibTorch has it. Process-wide, set before the first
+// forward (the executor decides fusion at the second call).
+void train_without_cpu_fusion() {
+  if (torch::jit::canFuseOnCPU()) {
+    torch::jit::overrideCanFuseOnCPU(false);
+    spdlog::debug("torchscript: NNC fusion on the CPU turned off for training");
+  }
+}
 
 std::string first_line(const std::string& text) {
   const size_t end = text.find('\n');
@@ -111,6 +139,7 @@ std::unique_ptr<Model> make_torchscript(const config::Node& node, const std::str
     reason = std::filesystem::exists(resolved, ec) ? "not a regular file" : "no such file";
   } else {
     try {
+      train_without_cpu_fusion();
       return std::make_unique<TorchScriptModel>(torch::jit::load(resolved), task, num_classes);
     } catch (const c10::Error& e) {
       reason = e.what_without_backtrace();

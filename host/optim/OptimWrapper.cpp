@@ -12,6 +12,7 @@
 #include "config/ConfigNode.hpp"
 #include "optim/OptimSchema.hpp"
 #include "rh/cpp/torch_compat.hpp"
+#include "rh/cpp/torch_exact_norm.hpp"
 
 namespace rh::optim {
 namespace {
@@ -406,25 +407,9 @@ void OptimWrapper::set_lrs(const std::vector<double>& lrs) {
 
 double OptimWrapper::step(const std::function<double(double, double)>& reduce_norm) {
   double norm = -1;
-  if (clip_max_norm_ > 0 && !reduce_norm) {
-    std::vector<at::Tensor> with_grad;
-    for (const OptimParam& p : params_) {
-      if (p.param.grad().defined()) with_grad.push_back(p.param);
-    }
-    norm = torch::nn::utils::clip_grad_norm_(with_grad, clip_max_norm_, clip_norm_type_);
-  } else if (clip_max_norm_ > 0) {
-    // The norm over every rank's shards: each rank's share, reduced by the
-    // strategy, then the same coefficient on every shard.
-    const bool inf = std::isinf(clip_norm_type_);
-    double local = 0;
-    for (const OptimParam& p : params_) {
-      const at::Tensor& g = p.param.grad();
-      if (!g.defined() || g.numel() == 0) continue;
-      const double n = g.norm(clip_norm_type_).item<double>();
-      local = inf ? std::max(local, n) : local + std::pow(n, clip_norm_type_);
-    }
-    const double global = reduce_norm(clip_norm_type_, local);
-    norm = inf ? global : std::pow(global, 1.0 / clip_norm_type_);
+  if (clip_max_norm_ > 0) {
+    norm = grad_norm(reduce_norm);
+    // clip_grad_norm_'s rule: max_norm / (norm + 1e-6), applied below 1.
     const double coef = clip_max_norm_ / (norm + 1e-6);
     if (coef < 1)
       for (const OptimParam& p : params_)
@@ -435,6 +420,39 @@ double OptimWrapper::step(const std::function<double(double, double)>& reduce_no
   else
     optimizer_->step();
   return norm;
+}
+
+// One arithmetic for every strategy, whether this rank holds whole
+// gradients (single, ddp) or shards of them (zero, fsdp: `reduce_norm`,
+// their ReduceGradNorm, sums the ranks' shares). For norm types 2 and 1 the
+// sum is exact (rh/cpp/torch_exact_norm.hpp), so the norm has the same bits
+// however the gradients are cut: one rank of any strategy clips as
+// `single`, and zero and fsdp as ddp. Each of its parts goes through
+// `reduce_norm` (a double sum over the ranks, exact for these integers).
+// inf: the max, exact as it is. Any other p: the sum of each tensor's
+// |g|^p in double, in this rank's order (not exact across layouts).
+double OptimWrapper::grad_norm(const std::function<double(double, double)>& reduce_norm) const {
+  const double p = clip_norm_type_;
+  const auto reduce = [&](double local) { return reduce_norm ? reduce_norm(p, local) : local; };
+  if (p == 2 || p == 1) {
+    const int power = static_cast<int>(p);
+    ExactNormSum sum(power);
+    for (const OptimParam& o : params_) sum.add(o.param.grad());
+    ExactNormSum::Parts parts = sum.parts();
+    for (double& part : parts) part = reduce(part);
+    const double total = ExactNormSum::total(parts, power);
+    return power == 2 ? std::sqrt(total) : total;
+  }
+  const bool inf = std::isinf(p);
+  double local = 0;
+  for (const OptimParam& o : params_) {
+    const at::Tensor& g = o.param.grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    const double n = g.norm(p).item<double>();
+    local = inf ? std::max(local, n) : local + std::pow(n, p);
+  }
+  const double global = reduce(local);
+  return inf ? global : std::pow(global, 1.0 / p);
 }
 
 void OptimWrapper::fused_step() {

@@ -100,13 +100,15 @@ class OptimWrapper {
   void set_lrs(const std::vector<double>& lrs);
 
   int accumulative_counts() const { return accumulative_counts_; }
-  // Clips (when clip_grad is set: torch::nn::utils::clip_grad_norm_ over the
-  // parameters that have a grad) and steps. Returns the total gradient norm
-  // before clipping, or -1 when clipping is off.
+  // Clips (when clip_grad is set: the norm of the gradients of the
+  // parameters that have one, as torch::nn::utils::clip_grad_norm_, but
+  // summed exactly for norm types 2 and 1: grad_norm) and steps. Returns the
+  // total gradient norm before clipping, or -1 when clipping is off.
   // `reduce_norm` (sharded gradients, the strategy's ReduceGradNorm): takes
-  // this rank's share of the norm (sum of |g|^p, or max |g| for p = inf)
-  // and returns the whole job's; the clip then follows clip_grad_norm_'s
-  // rule (coefficient max_norm / (norm + 1e-6), applied when below 1).
+  // a share of the norm on this rank (a part of the exact sum of |g|^p, or
+  // max |g| for p = inf) and returns the whole job's; the clip follows
+  // clip_grad_norm_'s rule (coefficient max_norm / (norm + 1e-6), applied
+  // when below 1).
   double step(const std::function<double(double norm_type, double local)>& reduce_norm = {});
   // Resets every grad to undefined (set_to_none, as PyTorch 2 and MMEngine),
   // on every LibTorch version.
@@ -152,6 +154,7 @@ class OptimWrapper {
  private:
   // `fused: true`: the step through PyTorch's fused Adam(W) kernel.
   void fused_step();
+  double grad_norm(const std::function<double(double, double)>& reduce_norm) const;
   template <typename State, typename Options>
   void fused_group_step(torch::optim::OptimizerParamGroup& group, bool decoupled);
 

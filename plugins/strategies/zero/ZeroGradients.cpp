@@ -12,6 +12,7 @@
 
 #include "ZeroStrategy.hpp"
 #include "rh/cpp/torch.hpp"
+#include "rh/cpp/torch_exact_norm.hpp"
 
 namespace rh::zero {
 
@@ -66,7 +67,13 @@ bool ZeroStrategy::should_step() {
     step = !overflow;
   }
   if (step && cfg_.gradient_clipping > 0) {
-    const double norm = std::sqrt(reduce_grad_norm(2.0, local_square_sum()));
+    // The host's clip_grad arithmetic (rh/cpp/torch_exact_norm.hpp): exact, so
+    // the same norm as ddp's over whole gradients.
+    rh::ExactNormSum sum(2);
+    for (Group& g : groups_) sum.add(g.grad);
+    rh::ExactNormSum::Parts parts = sum.parts();
+    for (double& part : parts) part = reduce_grad_norm(2.0, part);
+    const double norm = std::sqrt(rh::ExactNormSum::total(parts, 2));
     const double coef = cfg_.gradient_clipping / (norm + 1e-6);
     if (coef < 1)
       for (Group& g : groups_) g.grad.mul_(coef);
@@ -223,15 +230,6 @@ void ZeroStrategy::allocate_flat_grad(Group& g) {
   g.flat_grad.narrow(0, g.numel, g.chunk * world_size_ - g.numel).zero_();  // the padding
   std::fill(g.filled.begin(), g.filled.end(), 0);
   std::fill(g.held.begin(), g.held.end(), 0);
-}
-
-double ZeroStrategy::local_square_sum() {
-  double s = 0;
-  for (Group& g : groups_) {
-    const double n = g.grad.norm().item<double>();
-    s += n * n;
-  }
-  return s;
 }
 
 void ZeroStrategy::all_reduce(at::Tensor& t, rh_ReduceOp op) {

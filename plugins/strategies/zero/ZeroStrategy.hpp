@@ -197,7 +197,6 @@ class ZeroStrategy {
   bool take_local(Group& g, size_t j);
   void finish_reduce(Group& g);
   void allocate_flat_grad(Group& g);
-  double local_square_sum();
   void all_reduce(at::Tensor& t, rh_ReduceOp op);
 
   // ZeroGather.cpp: all-gathers, stage 3

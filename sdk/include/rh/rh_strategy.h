@@ -320,10 +320,15 @@ typedef struct rh_StrategyVtable {
   rh_Error* (*ShouldStep)(rh_StrategyInstance* instance, int32_t* step);
   /* Optional (ABI 1.3). optim_wrapper.clip_grad over sharded gradients:
    * *value holds this rank's share of the norm over the optimizer's
-   * gradients (the sum of |g|^norm_type, or max |g| when norm_type is
-   * inf); the strategy replaces it by the whole job's (a sum, or max, over
-   * the ranks holding distinct shards). Collective. With OptimizerParams
-   * and no ReduceGradNorm, clip_grad is refused. */
+   * gradients (of the sum of |g|^norm_type, or max |g| when norm_type is
+   * inf); the strategy replaces it by the whole job's (a sum in double, or
+   * max, over the ranks holding distinct shards). Collective. For norm
+   * types 2 and 1 the host sums exactly and calls this once for each of the
+   * sum's parts (rh/cpp/torch_exact_norm.hpp: integers below 2^40, 17 calls a
+   * step, the same on every rank): a double sum over up to 2^13 ranks keeps
+   * them exact, so the norm has the same bits however the gradients are
+   * sharded. With OptimizerParams and no ReduceGradNorm, clip_grad is
+   * refused. */
   rh_Error* (*ReduceGradNorm)(rh_StrategyInstance* instance, double norm_type, double* value);
   /* Optional (ABI 1.3). Whole parameters of `unit` (-1: the tied ones,
    * rh_ParamInfo.tied) for checkpoints and loads; collective, every

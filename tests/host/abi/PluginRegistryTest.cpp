@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <torch/version.h>
 
 #include "abi/ComponentFactory.hpp"
 #include "abi/HostApi.hpp"
@@ -21,7 +22,9 @@ using ::testing::Not;
 
 namespace {
 
-const NativeTag kHostTag{"1.13.0", "cpu", 1};
+// This build's LibTorch, as the shipped plugins carry it (HostNativeTag.cpp;
+// the header only: this binary links no LibTorch).
+const NativeTag kHostTag{TORCH_VERSION, RH_TORCH_DEVICE, _GLIBCXX_USE_CXX11_ABI};
 
 fs::path test_plugin(const std::string& name) {
   return fs::path(RH_TEST_PLUGIN_DIR) / ("lib" + name + ".so");
@@ -173,7 +176,8 @@ TEST_F(PluginRegistryTest, NativeTagMismatchNamesBothTags) {
   std::string msg = refusal(registry, "rh_test_native_mismatch");
   EXPECT_THAT(msg, HasSubstr("native ABI tag mismatch"));
   EXPECT_THAT(msg, HasSubstr("torch 0.0.0-test cpu cxx11abi=1"));
-  EXPECT_THAT(msg, HasSubstr("torch 1.13.0 cpu cxx11abi=1"));
+  EXPECT_THAT(msg, HasSubstr("torch " TORCH_VERSION " " RH_TORCH_DEVICE " cxx11abi=" +
+                             std::to_string(_GLIBCXX_USE_CXX11_ABI)));
 }
 
 TEST_F(PluginRegistryTest, NullInfoIsRefused) {
