@@ -6,6 +6,7 @@
 // aborts (a broken invariant) fails the test binary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
