@@ -25,9 +25,12 @@
 #include "config/Schema.hpp"
 #include "job/JobSchema.hpp"
 #include "launch/StopSignal.hpp"
+#include "launch/WorkerEnv.hpp"
 #include "lifecycle/JobComponents.hpp"
 #include "lifecycle/Runner.hpp"
 #include "torch_services/BlasCheck.hpp"
+#include "torch_services/BlasKernelCheck.hpp"
+#include "torch_services/BlasProbeCache.hpp"
 #include "torch_services/TorchServices.hpp"
 
 namespace fs = std::filesystem;
@@ -64,14 +67,39 @@ void apply_defaults(config::Node& root) {
   root.assign_paths();
 }
 
-void warn_on_reference_blas() {
-  std::string blas = host::loaded_blas_path();
-  if (host::is_reference_blas(blas)) {
+// The BLAS LibTorch runs on: the reference BLAS (about 8x slower), or
+// OpenBLAS on older kernels than the CPU can run (BlasKernelCheck.hpp). The
+// BLAS is the node's: the first rank of each node checks it (and probes,
+// when it must); the others say which kernels they run (debug).
+void check_blas() {
+  const host::LoadedBlas blas = host::loaded_blas();
+  if (host::is_reference_blas(blas.path)) {
     spdlog::warn(
         "LibTorch runs on the reference BLAS ({}): matrix products are about 8x slower. "
         "Install OpenBLAS: apt-get install libopenblas0-pthread",
-        blas);
+        blas.path);
+    return;
   }
+  bool first_on_node = true;
+  try {
+    first_on_node = launch::dist_env_from_environment().local_rank == 0;
+  } catch (const std::exception&) {
+    // the runner reports a bad environment itself, later
+  }
+  if (!first_on_node) {
+    if (!blas.core.empty()) spdlog::debug("BLAS: {}, running its {} kernels", blas.path, blas.core);
+    return;
+  }
+  const host::BlasEnv env = host::blas_env_from_environment();
+  std::error_code ec;
+  host::ProbeFn probe = host::child_prober(fs::read_symlink("/proc/self/exe", ec));
+  if (auto dir = host::default_probe_cache_dir())
+    probe = host::cached_prober(std::move(probe), *dir, host::cpu_model_name(), env.openblas_vars);
+  const host::BlasVerdict verdict =
+      host::check_blas_kernel(blas, env, host::detect_cpu_features(), probe);
+  spdlog::log(
+      verdict.level == host::BlasVerdict::Level::Warn ? spdlog::level::warn : spdlog::level::debug,
+      "{}", verdict.message);
 }
 
 std::string default_work_dir(const config::Node& root, const std::string& config_path) {
@@ -111,7 +139,7 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
 
   host::HostServices services;
   host::install_torch_services(services);
-  warn_on_reference_blas();
+  check_blas();
   if (heap_policy != nullptr && *heap_policy != '\0') spdlog::debug("heap: {}", heap_policy);
 
   // Relative --plugin-path / RH_PLUGIN_PATH entries are relative to the job

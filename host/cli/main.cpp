@@ -1,10 +1,12 @@
 // runner-host: the program. It parses the command line, answers --help,
-// runs the built-in launcher (--nproc-per-node / --nnodes) and `runner-host
-// conformance` (which only runs this program again) itself, and hands
-// everything else (a job, --version, --list-plugins, `ckpt ...`) to the
-// runner library, which it loads only then (cli/RunnerEntry.hpp says why:
-// this file and what it links are free of LibTorch, so the launcher starts
-// in milliseconds and holds a few MB while its workers train).
+// applies the job's env_cfg (before anything loads OpenBLAS), runs the
+// built-in launcher (--nproc-per-node / --nnodes), `runner-host
+// conformance` (which only runs this program again) and the BLAS probe
+// (--blas-probe, hidden) itself, and hands everything else (a job,
+// --version, --list-plugins, `ckpt ...`) to the runner library, which it
+// loads only then (cli/RunnerEntry.hpp says why: this file and what it
+// links are free of LibTorch, so the launcher starts in milliseconds and
+// holds a few MB while its workers train).
 //
 // Exit codes: 0 success; 2 the job, a plugin or the command line is invalid
 // (reported before anything is created, written or launched), or the
@@ -16,10 +18,12 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli/BlasCoretype.hpp"
 #include "cli/CliOptions.hpp"
 #include "cli/RunnerEntry.hpp"
 #include "cli/conformance/Conformance.hpp"
@@ -28,6 +32,7 @@
 #include "job/JobSchema.hpp"
 #include "launch/HeapPolicy.hpp"
 #include "launch/LaunchMain.hpp"
+#include "torch_services/BlasProbe.hpp"
 
 namespace fs = std::filesystem;
 
@@ -35,25 +40,37 @@ namespace {
 
 constexpr int kExitInvalid = 2;
 
+// This program (the BLAS probe's child runs it again).
+fs::path self() {
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec);
+}
+
 // The runner library of this installation: <prefix>/bin/runner-host loads
 // <prefix>/<libdir>/runner-host/librh_runner.so (the build tree has the same
 // layout).
-fs::path runner_library() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return exe.parent_path().parent_path() / RH_RUNNER_LIBRARY_RELPATH;
+fs::path runner_library() { return self().parent_path().parent_path() / RH_RUNNER_LIBRARY_RELPATH; }
+
+// The job as the program sees it, before the runner library: nothing when it
+// cannot be read or is invalid (the runner, or each worker, reports that).
+std::optional<rh::config::Job> valid_job(const rh::cli::CliOptions& opts) {
+  if (opts.config.empty()) return std::nullopt;
+  try {
+    rh::config::Job job = rh::config::load_job(opts.config, opts.set_args);
+    if (!rh::config::validate_job(*job.root).empty()) return std::nullopt;
+    return job;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 // The job's dist.master_addr and dist.master_port, for the launcher (the
-// workers read the same job). Nothing when the job cannot be read or is
-// invalid: each worker reports that itself.
-rh::launch::JobRendezvousKeys job_rendezvous_keys(const rh::cli::CliOptions& opts) {
+// workers read the same job).
+rh::launch::JobRendezvousKeys job_rendezvous_keys(const std::optional<rh::config::Job>& job) {
   rh::launch::JobRendezvousKeys keys;
-  if (opts.config.empty()) return keys;
+  if (!job) return keys;
   try {
-    const rh::config::Job job = rh::config::load_job(opts.config, opts.set_args);
-    if (!rh::config::validate_job(*job.root).empty()) return keys;
-    const rh::config::Node* dist = job.root->find("dist");
+    const rh::config::Node* dist = job->root->find("dist");
     if (dist == nullptr) return keys;
     if (const rh::config::Node* addr = dist->find("master_addr"); addr && !addr->is_null()) {
       keys.master_addr = addr->as_string();
@@ -105,6 +122,11 @@ std::unique_ptr<rh::launch::ElasticAgent> elastic_agent(const rh::launch::Elasti
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `runner-host --blas-probe LIBRARY [--core-only]` (hidden; docs/build.md,
+  // "The BLAS check"): the child the BLAS checks time a kernel in.
+  if (argc >= 2 && std::string(argv[1]) == "--blas-probe")
+    return rh::host::blas_probe_main(argc - 2, argv + 2);
+
   spdlog::set_default_logger(spdlog::stderr_color_mt("runner-host"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
 
@@ -130,6 +152,16 @@ int main(int argc, char** argv) {
       std::cout << rh::cli::cli_help();
       return 0;
     }
+    const std::optional<rh::config::Job> job = valid_job(opts);
+    // The job's env_cfg, before anything loads OpenBLAS (the runner library)
+    // or starts a worker (which inherits it); not for a job only printed.
+    if (job && !opts.print_config && !opts.print_param_groups) {
+      const std::string refused = rh::cli::apply_blas_coretype(*job->root, opts.log_level, self());
+      if (!refused.empty()) {
+        std::cerr << "runner-host: error: " << refused << "\n";
+        return kExitInvalid;
+      }
+    }
     // The built-in launcher: one worker per local rank, each this program again.
     // Its rendezvous: the flags, else MASTER_ADDR/MASTER_PORT, else the
     // job's dist.master_addr/dist.master_port, else (one node) a free port.
@@ -137,7 +169,7 @@ int main(int argc, char** argv) {
       return rh::launch::run_launcher(
           {opts.nproc_per_node, opts.nnodes, opts.node_rank, opts.master_addr, opts.master_port,
            opts.max_restarts, opts.min_nodes},
-          job_rendezvous_keys(opts), argc, argv, elastic_agent);
+          job_rendezvous_keys(job), argc, argv, elastic_agent);
   }
 
   std::string error;

@@ -64,6 +64,17 @@ Schema build_job_schema() {
                     "world's global batch by accumulation (default, or true) or by a larger "
                     "per-rank batch, or not (false)"},
                })},
+      // MMEngine's env_cfg holds a job's environment settings; runner-host
+      // takes only this one (its others are refused as unknown keys).
+      {"env_cfg",
+       map({
+           {"blas_coretype", string(), false,
+            "OpenBLAS's kernels for this job: auto (a better core than OpenBLAS "
+            "picks, when one checks out) or a core name (SkylakeX, Haswell, ...); "
+            "set as OPENBLAS_CORETYPE before LibTorch loads, never over the "
+            "environment's"},
+       }),
+       false, "environment settings (MMEngine's env_cfg): blas_coretype"},
   });
 }
 

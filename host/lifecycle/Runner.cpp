@@ -43,6 +43,7 @@
 #include "optim/OptimSchema.hpp"
 #include "optim/OptimWrapper.hpp"
 #include "optim/ParamScheduler.hpp"
+#include "rh/cpp/torch_bf16_speed.hpp"
 #include "rh/cpp/torch_compat.hpp"
 #include "torch_services/TorchServices.hpp"
 
@@ -633,6 +634,12 @@ struct Runner::State {
     spdlog::info("AmpOptimWrapper: autocast in {} on {}, loss scale {} ({})",
                  dtype == at::kHalf ? "float16" : "bfloat16", device.str(), grad_scaler->scale(),
                  settings->scaler.dynamic ? "dynamic" : "static");
+    // bfloat16 on a CPU whose LibTorch computes it slower than float32:
+    // rank 0 measures it and says so, with the factor (rh/cpp/torch_bf16_speed.hpp).
+    if (device.is_cpu() && dtype == at::kBFloat16 && world->rank() == 0) {
+      const Bf16Speed bf16 = bf16_speed("AmpOptimWrapper (dtype bfloat16)");
+      spdlog::log(bf16.slower ? spdlog::level::warn : spdlog::level::debug, "{}", bf16.message);
+    }
   }
 
   // The tensors a strategy has the optimizer update (OptimizerParams: e.g.

@@ -14,6 +14,7 @@
 
 #include "rh/cpp/plugin.hpp"
 #include "rh/cpp/torch.hpp"
+#include "rh/cpp/torch_bf16_speed.hpp"
 
 namespace {
 
@@ -205,6 +206,13 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
     msg << "; one rank: no communication"
         << (alias_ ? ", the parameters are the float32 masters" : "");
   log(RH_LOG_INFO, msg.str());
+  // bfloat16 on a CPU whose LibTorch computes it slower than float32:
+  // rank 0 measures it and says so, with the factor (rh/cpp/torch_bf16_speed.hpp).
+  if (param_dtype_ == at::kBFloat16 && device_.is_cpu() && rank_ == 0) {
+    const rh::Bf16Speed bf16 =
+        rh::bf16_speed("strategy 'fsdp' (mixed_precision.param_dtype: bfloat16)");
+    log(bf16.slower ? RH_LOG_WARN : RH_LOG_DEBUG, bf16.message);
+  }
 }
 
 void FsdpStrategy::optimizer_params(const rh_OptimParamSink& sink) {

@@ -136,6 +136,16 @@ TEST_F(BadInputCorpusTest, ConfigUnknownTopLevelKeySuggestsTheClosest) {
                      {"job.yaml:10:1: work_dri: unknown key (did you mean 'work_dir'?)"});
 }
 
+// env_cfg.blas_coretype names a core OpenBLAS does not run: refused at the
+// key before LibTorch loads (a probe ran OpenBLAS with that core).
+TEST_F(BadInputCorpusTest, ConfigBlasCoretypeThatOpenBlasDoesNotRun) {
+  expect_job_refused(kJob + "env_cfg: {blas_coretype: Skylakx}\n", "--dry-run", 2,
+                     {"job.yaml:10:26: env_cfg.blas_coretype: OpenBLAS ",
+                      " does not know the core 'Skylakx' or will not run it on this CPU: with "
+                      "OPENBLAS_CORETYPE=Skylakx it ran its ",
+                      " kernels (did you mean 'SkylakeX'?); name a core this CPU runs"});
+}
+
 TEST_F(BadInputCorpusTest, ConfigQuotedNumberIsAString) {
   expect_job_refused("model: {type: mlp, in_features: \"4\", num_classes: 2}\n", "--dry-run", 2,
                      {"job.yaml:1:33: model.in_features: expected an integer, got '4' (a quoted "
