@@ -43,17 +43,18 @@ TEST(TensorDictTest, ADtypeDifferenceIsAMismatchNotAConversion) {
 }
 
 TEST(TensorDictTest, ADtypeLibTorchCannotRepresentIsAMismatch) {
-  // A U16 tensor, as a safetensors file from another writer may hold.
+  // A 24-bit integer tensor: DLPack can describe it, no LibTorch has it
+  // (U16, which 1.13 lacked, is a LibTorch dtype from 2.3 on).
   rh_StateDict dict;
-  uint16_t data[2] = {1, 2};
+  uint8_t data[6] = {1, 0, 0, 2, 0, 0};
   int64_t shape[1] = {2};
   DLManagedTensor t{};
-  t.dl_tensor = DLTensor{data, {kDLCPU, 0}, 1, {kDLUInt, 16, 1}, shape, nullptr, 0};
+  t.dl_tensor = DLTensor{data, {kDLCPU, 0}, 1, {kDLInt, 24, 1}, shape, nullptr, 0};
   dict.entries["w"] = host::copy_tensor_entry(t, "w");
   at::Tensor w = torch::zeros({2});
   LoadReport r = load_into(dict, "", {{"w", w}});
   EXPECT_THAT(r.mismatched,
-              ElementsAre("w: checkpoint dtype DLPack code 1 bits 16 vs model Float"));
+              ElementsAre("w: checkpoint dtype DLPack code 0 bits 24 vs model Float"));
 }
 
 TEST(TensorDictTest, ShapeMismatchesAndMissingAndUnexpectedAreReported) {
