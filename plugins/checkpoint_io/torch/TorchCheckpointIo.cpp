@@ -94,10 +94,16 @@ class TorchCheckpointIo {
                                                     {static_cast<int64_t>(bytes.size)}, at::kByte)
                                           .clone());
     }
-    // The pickle first (small: tensors are references to records).
+    // The pickle first (small: tensors are references to records). Without
+    // aggregate type tags (tag_aggregates false): LibTorch tags a typed dict
+    // with torch.jit._pickle.restore_type_tag, a global that torch.load's
+    // weights_only unpickler (PyTorch 2.6's default) refuses; untagged it is
+    // a plain dict of tensors, which every torch.load reads.
     std::vector<char> pickled;
     torch::jit::Pickler pickler(
-        [&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); });
+        [&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
+        /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+        /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
     pickler.protocol();
     pickler.pushIValue(c10::IValue(dict));
     pickler.stop();

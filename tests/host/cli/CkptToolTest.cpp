@@ -154,11 +154,13 @@ TEST_F(CkptToolTest, ConvertToTorchIsADictThatTorchLoadReads) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_EQ(ckpt("consolidate " + quote(at.string()) + " -o " + quote(st.string())).exit_code, 0);
   RH_REQUIRE_PYTHON_TORCH(RH_INSTALL_DEPS);  // fails under CI when missing
-  // torch.load gives a dict whose every tensor equals the safetensors file's.
+  // torch.load gives a dict whose every tensor equals the safetensors file's,
+  // also with weights_only=True (PyTorch 2.6's default; 1.13 has the
+  // argument): a plain dict of tensors, no LibTorch type tag.
   dir.write(
       "check.py",
       "import json, struct, sys, torch\n"
-      "d = torch.load(sys.argv[1])\n"
+      "d = torch.load(sys.argv[1], weights_only=True)\n"
       "assert isinstance(d, dict), type(d)\n"
       "raw = open(sys.argv[2], 'rb').read()\n"
       "n = struct.unpack('<Q', raw[:8])[0]\n"
@@ -231,7 +233,7 @@ TEST_F(CkptToolTest, TorchCheckpointIoResumesReshardsAndIsReadByTorchLoad) {
     if (missing->fails) ADD_FAILURE() << missing->reason;
   } else {
     auto py = rh::test::run_command(
-        "/usr/bin/python3 -c \"import sys, torch; d = torch.load(sys.argv[1]); "
+        "/usr/bin/python3 -c \"import sys, torch; d = torch.load(sys.argv[1], weights_only=True); "
         "assert isinstance(d, dict); assert d['head.fc.weight'].shape == (96, 32); "
         "print('keys', len(d))\" " +
         quote((dir / "first/iter_3/model.pt").string()));
