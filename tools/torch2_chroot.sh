@@ -74,6 +74,10 @@ enter() {
   RH_CHROOT_DIR="$DIR" RH_CHROOT_ROOT="$ROOT" RH_CHROOT_CCACHE="$ccache" \
     unshare --mount --propagation private -- bash -euc '
       D=$RH_CHROOT_DIR
+      # The chroot a mount point of its own: inside, "/" then is one, so
+      # that unshare -m (the simulated hosts, the node-local storage test)
+      # can change its propagation.
+      mount --bind "$D" "$D"
       for fs in proc sys dev; do mkdir -p "$D/$fs"; mount --rbind "/$fs" "$D/$fs"; done
       mkdir -p "$D/dev/shm" && mount -t tmpfs -o mode=1777 tmpfs "$D/dev/shm"
       mkdir -p "$D/run" && mount -t tmpfs tmpfs "$D/run"
