@@ -59,13 +59,14 @@ class StoreAgent final : public launch::ElasticAgent {
       opts.isServer = o.node_rank == 0;
       opts.waitWorkers = false;
       opts.timeout = ms(o.timeout_s);  // connecting: node 0 may start later
-      auto tcp = make_tcp_store(o.master_addr, opts);
+      // Each request fails once the store has been silent for kRequestS
+      // (make_tcp_store bounds the client's socket on every LibTorch).
+      auto tcp = make_tcp_store(o.master_addr, opts, nullptr, ms(kRequestS));
       port_ = tcp->getPort();
       at_ = o.master_addr + ":" + std::to_string(port_);
       store_ =
           c10::make_intrusive<c10d::PrefixStore>("runner-host/elastic/" + o.job_id, std::move(tcp));
-      // From here on a request waits kRequestS at most (c10d sets the
-      // socket's timeout from the store's at the next get).
+      // From here on a get or wait waits kRequestS at most.
       store_->setTimeout(ms(kRequestS));
       store_->set(beat_key(o.node_rank), bytes_of("0"));
       store_->get(beat_key(o.node_rank));

@@ -7,6 +7,8 @@
 // either, so every process may choose on its own.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -23,8 +25,16 @@ namespace rh::comm {
 // LibTorch before 2.1 has the classic backend only. `backend` (optional,
 // out): "libuv" or "classic (<why>)", for the log. Throws what c10d throws;
 // a HostError (RH_ERROR_FAILED_PRECONDITION) for USE_LIBUV=1 without libuv.
-c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host,
-                                                  c10d::TCPStoreOptions opts,
-                                                  std::string* backend = nullptr);
+//
+// Every request of the new store's client then fails once the store has
+// been silent for `request_timeout` (default: opts.timeout), on every
+// LibTorch: 1.13's client set its socket's receive timeout from the store's
+// at its first get, 2.x's sets none, so there a request to a store whose
+// host went silent (its link down: no reset, no answer) never returned, and
+// a lost host hung the ranks that asked the store who was lost
+// (multinode.Elastic.link-down-1 on 2.6). See bound_requests.
+c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(
+    const std::string& host, c10d::TCPStoreOptions opts, std::string* backend = nullptr,
+    std::optional<std::chrono::milliseconds> request_timeout = std::nullopt);
 
 }  // namespace rh::comm

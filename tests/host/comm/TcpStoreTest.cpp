@@ -6,10 +6,14 @@
 // USE_LIBUV=1 where it has not.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,7 +101,9 @@ TEST(TcpStoreTest, ByDefaultLibuvWhereThisLibTorchHasItElseClassic) {
   }
   UseLibuv asked("1");
   if (backend == "libuv") {
-    if (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 3) EXPECT_TRUE(is_libuv(*server));
+    if (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 3) {
+      EXPECT_TRUE(is_libuv(*server));
+    }
     std::string again;
     auto libuv = make_tcp_store("127.0.0.1", options(true, 0), &again);
     EXPECT_EQ(again, "libuv");
@@ -115,6 +121,58 @@ TEST(TcpStoreTest, ByDefaultLibuvWhereThisLibTorchHasItElseClassic) {
         HasSubstr("USE_LIBUV=1 asks for c10d's libuv store, but this LibTorch (" TORCH_VERSION
                   ") was built without libuv: unset USE_LIBUV, or set USE_LIBUV=0"));
   }
+}
+
+// A store whose host goes silent (SIGSTOP: no reset, no answer, as a link
+// that went down) fails the next request within the request timeout, on
+// every LibTorch: 2.x's client sets no timeout of its own, and a request
+// then never returned. The store is another process's, so that stopping it
+// stops only the server.
+TEST(TcpStoreTest, ARequestToASilentStoreFailsWithinTheRequestTimeout) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    try {
+      auto server = make_tcp_store("127.0.0.1", options(true, 0));
+      const int port = server->getPort();
+      if (::write(fds[1], &port, sizeof port) != sizeof port) ::_exit(1);
+      ::pause();
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  ::close(fds[1]);
+  int port = 0;
+  ASSERT_EQ(::read(fds[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  ::close(fds[0]);
+  auto client = make_tcp_store("127.0.0.1", options(false, port), nullptr, std::chrono::seconds(1));
+  client->set("alive", std::vector<uint8_t>{1});
+  EXPECT_TRUE(client->check({"alive"}));
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  // Asked on a thread of its own, so that a request that never returns
+  // fails this test instead of hanging it (killing the server then ends
+  // the request: its socket is reset).
+  auto asked = std::async(std::launch::async, [&] {
+    try {
+      client->check({"alive"});
+      return std::string("answered");
+    } catch (const std::exception& e) {
+      return std::string("failed: ") + e.what();
+    }
+  });
+  const bool done = asked.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(done) << "a request to a silent store did not return within 30 s";
+  EXPECT_THAT(asked.get(), StartsWith("failed: "));
+  // 1 s of silence, then the error: well under the 30 s of a hang's bound.
+  EXPECT_LT(waited, 15.0);
 }
 
 }  // namespace
