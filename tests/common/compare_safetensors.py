@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""compare_safetensors.py A B [--rel R] [--what TEXT]
+"""compare_safetensors.py A B --rel R [--what TEXT]
 
 The float32 tensors of two .safetensors files (read with the standard
 library: 8-byte little-endian header length, JSON header, raw data) must
-have the same names and agree within R (default 1e-5) of each tensor's
-largest magnitude in B. Prints the worst relative difference; exits 1 naming
-the first tensor that differs more. The out-of-tree and multi-node tests
-compare two runs' checkpoints with it.
+have the same names and agree within R of each tensor's largest magnitude
+in B (pass the reference as B). R has no default: 0 where both runs do the
+same arithmetic (bit for bit), else a bound the caller derives beside the
+call. Prints the worst relative difference; exits 1 naming the first tensor
+that differs more. The out-of-tree and multi-node tests compare two runs'
+checkpoints with it.
 """
 import argparse
 import json
@@ -27,11 +29,19 @@ def load(path):
     return out
 
 
+def delta(x, y):
+    # NaN on both sides is equal; on one side only, as far apart as can be
+    # (max() would otherwise keep or drop a NaN by its position).
+    if x != x or y != y:
+        return 0.0 if (x != x) == (y != y) else float("inf")
+    return abs(x - y)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("a")
     p.add_argument("b")
-    p.add_argument("--rel", type=float, default=1e-5)
+    p.add_argument("--rel", type=float, required=True)
     p.add_argument("--what", default="")
     args = p.parse_args()
     a, b = load(args.a), load(args.b)
@@ -40,7 +50,7 @@ def main():
     worst = 0.0
     for name in sorted(a):
         scale = max(max(abs(x) for x in b[name]), 1e-12)
-        diff = max(abs(x - y) for x, y in zip(a[name], b[name]))
+        diff = max(delta(x, y) for x, y in zip(a[name], b[name]))
         worst = max(worst, diff / scale)
         if diff > args.rel * scale:
             sys.exit(f"FAIL: {args.what}: {name}: max |diff| {diff} > {args.rel} x {scale}")

@@ -2,7 +2,8 @@
 # Exits 77 (a skip, with the reason) where simulated hosts cannot be made;
 # else leaves $sim (simhosts.sh), $tmp (removed at exit), $set_name (this
 # test's hosts, removed at exit), fail MESSAGE [LOG...], and
-# write_job FILE EXTRA: a tiny mlp job on synthetic data with EXTRA lines.
+# write_job FILE EXTRA [OPTIMIZER]: a tiny mlp job on synthetic data with
+# EXTRA lines (AdamW unless OPTIMIZER, a YAML flow map, says otherwise).
 set -euo pipefail
 sim="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/simhosts.sh"
 # A missing tool that tools/install-deps.sh installs fails under CI (a skip
@@ -27,13 +28,14 @@ fail() {
   exit 1
 }
 write_job() {
+  local optimizer=${3:-"{type: AdamW, lr: 0.01, weight_decay: 0.01}"}
   cat > "$1" <<YAML
 seed: 3
 model: {type: mlp, in_features: 16, hidden: [32, 32], num_classes: 4}
 data:
   train: {dataset: {type: synthetic_classification, num_samples: 512, num_features: 16, num_classes: 4},
           batch_size: 4, shuffle: true, num_workers: 0}
-optim_wrapper: {optimizer: {type: AdamW, lr: 0.01, weight_decay: 0.01}}
+optim_wrapper: {optimizer: $optimizer}
 $2
 YAML
 }

@@ -26,9 +26,17 @@ grep -q "strategy local_sgd" "$tmp/local.log" || fail "local_sgd was not the str
 "$host" --config "$tmp/job.yaml" --nproc-per-node 2 --master-port "$(port)" --set work_dir="$tmp/ddp" \
   --set "strategy={type: ddp}" >"$tmp/ddp.log" 2>&1 || fail "training with ddp" "$tmp/ddp.log"
 
-# The float32 tensors of both checkpoints, within 1e-5.
+# The float32 tensors of both checkpoints, within 1e-5 of each tensor's
+# largest value. Equal in exact arithmetic, not in float32: local SGD rounds
+# θ - lr·g_r on each rank (≤ u·|θ|, u = 2^-24) and then the average θ_0/2 +
+# θ_1/2 (≤ u·|θ|), ddp the average g_0/2 + g_1/2 (≤ u·lr·|g|) and then
+# θ - lr·g (≤ u·|θ|): per step the two differ by ≤ 3u·|θ| + 2u·lr·|g|, and
+# over 20 steps, to first order (plain SGD carries a difference on as it
+# is, scaled by 1 - lr·λ per Hessian eigenvalue λ, which does not grow it
+# where the loss is convex), ≤ 60u = 3.6e-6 of the largest value: 1e-5
+# leaves 2.8x. Measured 4.1e-7.
 python3 "$source_dir/tests/common/compare_safetensors.py" "$tmp/local/iter_20/model.safetensors" \
-  "$tmp/ddp/iter_20/model.safetensors" --what "local_sgd (sync_every 1) matches ddp"
+  "$tmp/ddp/iter_20/model.safetensors" --rel 1e-5 --what "local_sgd (sync_every 1) matches ddp"
 
 # `runner-host conformance` on it, as its author would run it: lossy by
 # design (sync_every: 4), it declares its divergence; every check passes,

@@ -4,7 +4,10 @@ The same layers and shapes as host/model/Gpt.cpp and TransformerBlock.cpp
 (token + position embeddings, pre-norm blocks of LayerNorm, fused qkv
 attention, GELU MLP of 4 x dim, LayerNorm, a bias-free head), trained with
 AdamW (lr 3e-4, weight decay 0.1) on random tokens, the loss in float32.
-Prints one line: `pytorch_gpt <mode> ms_per_step <ms> peak_mib <MiB>`.
+Prints one line: `pytorch_gpt <mode> ms_per_step <ms> peak_mib <MiB>`; on
+the CPU (--device cpu: bench_torch26.sh's eager single peer) followed by
+`median_ms <ms> rss_mb <MB>`: the median of the measured steps, each timed
+alone (the CPU runs in order: nothing to synchronise), and peak RSS.
 
 Modes (what a PyTorch user writes):
   naive      float32, the attention written out as runner-host's 1.13 path
@@ -16,6 +19,8 @@ Modes (what a PyTorch user writes):
 """
 import argparse
 import math
+import os
+import resource
 import time
 
 import torch
@@ -80,6 +85,8 @@ def main():
                 x = block(x)
             return self.fc(self.norm(x))
 
+    if os.environ.get("OMP_NUM_THREADS"):  # as the distributed peers do
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     torch.manual_seed(0)
     dev = torch.device(args.device)
     model = Gpt().to(dev)
@@ -104,13 +111,23 @@ def main():
     for _ in range(args.warmup):
         step()
     sync()
+    steps = []
     start = time.perf_counter()
     for _ in range(args.steps):
+        s0 = time.perf_counter()
         step()
+        steps.append(time.perf_counter() - s0)
     sync()
     ms = (time.perf_counter() - start) * 1000 / args.steps
     peak = torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else float("nan")
-    print(f"pytorch_gpt {args.mode}{'_sync' if args.sync else ''} ms_per_step {ms:.2f} peak_mib {peak:.0f}")
+    cpu = ""
+    if dev.type == "cpu":
+        steps.sort()
+        n = len(steps)
+        median = 1e3 * (steps[n // 2] if n % 2 else (steps[n // 2 - 1] + steps[n // 2]) / 2)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        cpu = f" median_ms {median:.2f} rss_mb {rss:.0f}"
+    print(f"pytorch_gpt {args.mode}{'_sync' if args.sync else ''} ms_per_step {ms:.2f} peak_mib {peak:.0f}{cpu}")
 
 
 if __name__ == "__main__":

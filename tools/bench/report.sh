@@ -6,7 +6,8 @@
 #
 #   tools/bench/report.sh [--quick] [-o FILE.md]      (after tools/build.sh)
 #
-# --quick: fewer epochs, rounds and iterations; under 10 minutes on 2 cores.
+# --quick: fewer epochs, rounds and iterations; under 10 minutes on 2 cores
+# (bench_torch26.sh, where it runs, adds about 4 more).
 # The benchmarks (each also runs on its own):
 #   rh_bench_step_overhead   runner-host's loop and hooks / a bare LibTorch loop
 #   rh_bench_comm            the communicator's shared-memory / TCP transports
@@ -17,6 +18,10 @@
 #   bench_one_rank.sh        ddp / zero / fsdp on one rank / single
 #   bench_gpu.sh             when a GPU is visible (nvidia-smi -L): the gpt against PyTorch
 #                            eager, float32 and bfloat16, with peak GPU memory
+#   bench_torch26.sh         when run as root with the Debian 13 chroot and a LibTorch 2.6
+#                            build (tools/test.sh --torch2): runner-host on 1.13 and on 2.6
+#                            against PyTorch 2.6 (single, ddp, zero stage 1, FSDP2); else the
+#                            report says why it was skipped
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"
@@ -39,10 +44,10 @@ export OMP_NUM_THREADS=1
 
 if [ "$QUICK" = 1 ]; then
   STEP_ARGS=(--epochs 5 --rounds 3); COMM_ARGS=(--sizes 1,16 --reps 3)
-  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4; ONE_ROUNDS=3
+  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4; ONE_ROUNDS=3; T26_ITERS=6
 else
   STEP_ARGS=(--epochs 20 --rounds 7); COMM_ARGS=(--sizes 1,16,64 --reps 5)
-  DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4; ONE_ROUNDS=9
+  DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4; ONE_ROUNDS=9; T26_ITERS=12
 fi
 START=$(date +%s)
 section() { echo "== $1 ($(($(date +%s) - START)) s)" >&2; }
@@ -70,12 +75,24 @@ if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
   section "GPU"
   "$ROOT/tools/bench/bench_gpu.sh" > "$RAW/gpu.txt" 2>&1 || true
 fi
+# PyTorch 2.6 peers (issue 38): only as root, with the Debian 13 chroot and a
+# LibTorch 2.6 build; otherwise the report gives the reason.
+section "PyTorch 2.6 peers"
+CMD_T26="tools/bench/bench_torch26.sh $T26_ITERS"
+T26_WHY=$("$ROOT/tools/bench/bench_torch26.sh" --why-not "$T26_ITERS")
+if [ -z "$T26_WHY" ]; then
+  "$ROOT/tools/bench/bench_torch26.sh" "$T26_ITERS" > "$RAW/torch26.txt" 2> "$RAW/torch26.err" ||
+    { echo "bench_torch26.sh failed (its table keeps what ran):" >&2; tail -5 "$RAW/torch26.err" >&2; }
+else
+  echo "skipped: $T26_WHY" >&2
+  echo "Skipped in this run: $T26_WHY." > "$RAW/torch26.txt"
+fi
 section "report"
 ELAPSED=$(($(date +%s) - START))
 
 MACHINE="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(. /etc/os-release; echo "$PRETTY_NAME"), LibTorch $(dpkg-query -W -f '${Version}' libtorch-dev 2>/dev/null || echo '?')"
 "$PY" - "$RAW" "$OUT" "$CHARTS" "$QUICK" "$ELAPSED" "$MACHINE" \
-  "$CMD_STEP" "$CMD_COMM" "$CMD_DDP" "$CMD_ZERO" "$CMD_CKPT" "$CMD_ONE" <<'PY'
+  "$CMD_STEP" "$CMD_COMM" "$CMD_DDP" "$CMD_ZERO" "$CMD_CKPT" "$CMD_ONE" "$CMD_T26" <<'PY'
 import datetime, os, re, sys
 import matplotlib
 matplotlib.use("Agg")
@@ -149,6 +166,18 @@ if zrows:
     md += ["", bar("zero.png", [r[0].strip() for r in zrows], [float(r[-1]) for r in zrows],
                    "step time / ddp's", "zero stages / ddp (step time)")]
 md += ["", "Memory columns and how they are measured: `docs/zero.md`, \"Memory and speed\".", ""]
+
+# runner-host on LibTorch 1.13 and 2.6 against PyTorch 2.6 (bench_torch26.sh
+# prints its own command line and table; a skip says why).
+t26 = os.path.join(raw, "torch26.txt")
+if os.path.exists(t26):
+    text26 = open(t26).read().lstrip("\n").rstrip()  # its first line, the command, is indented
+    md += ["## runner-host on LibTorch 1.13 and 2.6 against PyTorch 2.6", ""]
+    if text26.startswith("Skipped"):
+        md += [f"    {sys.argv[13]}", "", text26]
+    else:
+        md += text26.splitlines()
+    md.append("")
 
 # Checkpoint.
 md += ["## Checkpoint save and load throughput", "", f"    {cmd['ckpt']}", "", "```", text["ckpt"].strip(), "```", ""]

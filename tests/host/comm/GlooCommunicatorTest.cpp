@@ -93,8 +93,11 @@ double reduce(ReduceOp op, int world, size_t i) {
   return op == ReduceOp::Avg ? acc / world : acc;
 }
 
-// `rel`: a relative tolerance besides the dtype's (avg divides before it
-// sums, as ddp does, so its quotients round).
+// Within `rel` of the exact value, relative (0: equal). Sums, maxima and
+// minima of value()'s integers are exact in every dtype: on up to 3 ranks
+// each is below 128, within int8's range and bfloat16's 8 significant bits.
+// avg divides before it sums, as ddp does, so its quotients round
+// (avg_tolerance).
 template <typename T>
 void expect_near(const std::vector<T>& got, const std::function<double(size_t)>& want,
                  const std::string& what, double rel = 0) {
@@ -103,20 +106,22 @@ void expect_near(const std::vector<T>& got, const std::function<double(size_t)>&
     if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>)
       g = static_cast<double>(got[i]);
     double w = want(i);
-    double tol = is_float_v<T> && sizeof(T) == 2 ? 0.01 * std::abs(w) + 1e-3 : 1e-9;
-    tol = std::max(tol, rel * std::abs(w));
+    const double tol = rel * std::abs(w);
     if (std::abs(g - w) > tol)
       throw std::runtime_error(what + ": element " + std::to_string(i) + " is " +
                                std::to_string(g) + ", expected " + std::to_string(w));
   }
 }
 
-// A few units in the last place of T, for avg; 0 for the other ops (exact).
+// avg over P ranks: P quotients v_r / P each rounded to T (<= u·v_r / P,
+// u = epsilon / 2, T's unit roundoff), then P - 1 additions of positive
+// terms each rounded (<= u·w): at most P·u·w from the exact mean w, in any
+// order and whether the sum is kept in T or wider. 0 for the other ops
+// (exact).
 template <typename T>
-double avg_tolerance(ReduceOp op) {
+double avg_tolerance(ReduceOp op, int world) {
   if (op != ReduceOp::Avg) return 0;
-  if constexpr (std::is_same_v<T, double>) return 8 * std::numeric_limits<double>::epsilon();
-  return 8 * static_cast<double>(std::numeric_limits<float>::epsilon());
+  return world * static_cast<double>(std::numeric_limits<T>::epsilon()) / 2;
 }
 
 template <typename T>
@@ -153,7 +158,7 @@ void all_reduce_case(Communicator& c, size_t n, const std::string& dtype) {
     expect_near(
         v, [&](size_t i) { return reduce(op, c.size(), i); },
         "all_reduce " + std::string(name(op)) + " " + dtype + " n=" + std::to_string(n),
-        avg_tolerance<T>(op));
+        avg_tolerance<T>(op, c.size()));
   }
 }
 
@@ -170,7 +175,7 @@ void reduce_scatter_case(Communicator& c, size_t chunk, const std::string& dtype
         "reduce_scatter " + std::string(name(op)) + " " + dtype + " chunk=" + std::to_string(chunk);
     expect_near(
         out, [&](size_t j) { return reduce(op, c.size(), me * chunk + j); }, what,
-        avg_tolerance<T>(op));
+        avg_tolerance<T>(op, c.size()));
     check(std::memcmp(in.data(), in_copy.data(), in.size() * sizeof(T)) == 0,
           what + " left its input alone");
   }

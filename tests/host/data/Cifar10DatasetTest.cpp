@@ -54,6 +54,9 @@ TEST_F(Cifar10DatasetTest, ReadsTheFiveTrainBatchesInOrder) {
   EXPECT_EQ(e.input.sizes(), (std::vector<int64_t>{3, 32, 32}));
   EXPECT_EQ(e.input.scalar_type(), torch::kFloat);
   EXPECT_EQ(e.target.dim(), 0);
+  // The dataset computes (x / 255 - mean) / std in float32 (mean and std
+  // rounded to float, then 3 roundings) on values up to ~2.2: within
+  // ~5u·2.2 = 7e-7 of the double formula (u = 2^-24); 1e-5 leaves 14x.
   EXPECT_NEAR(e.input[0][5][5].item<float>(), (1 / 255.0 - 0.4914) / 0.2470, 1e-5);
   EXPECT_NEAR(e.input[1][0][0].item<float>(), (101 / 255.0 - 0.4822) / 0.2435, 1e-5);
   // Blue pixel (1, 17) is p = 49: 200 + 49 % 50.
@@ -66,6 +69,8 @@ TEST_F(Cifar10DatasetTest, TestSplitAndPerChannelNormalisation) {
   ASSERT_EQ(test->size(), 1u);
   const Example e = test->get(0);
   EXPECT_EQ(e.target.item<int64_t>(), 3);
+  // -1 exactly; 100/255 rounded once (<= u·0.4 = 2.4e-8); (200/255 - 1)/2
+  // within ~3u (<= 1e-7 at that size): 1e-6 leaves 10x.
   EXPECT_NEAR(e.input[0][0][0].item<float>(), (0 / 255.0 - 0.5) / 0.5, 1e-6);
   EXPECT_NEAR(e.input[1][0][0].item<float>(), 100 / 255.0, 1e-6);
   EXPECT_NEAR(e.input[2][0][0].item<float>(), (200 / 255.0 - 1) / 2, 1e-6);

@@ -285,6 +285,7 @@ TEST(SyntheticClassificationDataset, SmallMlpLearnsItInTenEpochs) {
             << torch::get_num_threads() << " threads)" << std::endl;
   RecordProperty("mlp_val_accuracy", std::to_string(val_acc));
   RecordProperty("mlp_seconds", std::to_string(seconds));
+  // A training-quality threshold: measured 97.9% here, 0.90 leaves 8 points.
   EXPECT_GE(val_acc, 0.90);
 }
 

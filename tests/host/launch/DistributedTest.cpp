@@ -82,10 +82,18 @@ TEST_F(DistributedTest, DdpOnTwoRanksEqualsOneRankWithTheGlobalBatch) {
   auto b = read_safetensors(dir / "ddp/iter_50/model.safetensors");
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());
-  // Tolerance 1e-5 relative to each tensor's largest magnitude: the two runs
-  // sum the same per-sample gradients in a different order (two half-batch
-  // means averaged vs one mean), so float32 rounding differs by ~1e-7 per
-  // step; 50 SGD steps with momentum keep that well under 1e-5.
+  // Tolerance 1e-5 relative to each tensor's largest magnitude, an
+  // effect-size bound. The two runs sum the same 16 per-sample gradients in
+  // another order (two half-batch means averaged vs one mean; each within
+  // γ16 = 16u·Ḡ of the exact sum, u = 2^-24, Ḡ the per-sample gradients'
+  // mean size), momentum carries a step's difference up to 1/(1 - 0.9) =
+  // 10 times, and once the weights differ each float32 update rounds
+  // differently (≤ 2u·|θ| a step). To first order over 50 steps: 100u =
+  // 6e-6 of the largest value for the updates (sqrt(50)·u = 4.2e-7 as a
+  // random walk) plus 0.05·50·10·32u·Ḡ = 4.8e-5·Ḡ for the sums, Ḡ not known
+  // here: no worst case fits. Measured 2.7e-7 (head); a wrong split of the
+  // samples or a missing average moves the weights by about what they
+  // moved since step 1, which is > 100x the tolerance (checked below).
   for (const auto& [name, va] : a) {
     const auto& vb = b.at(name);
     ASSERT_EQ(va.size(), vb.size()) << name;
@@ -216,8 +224,13 @@ TEST_F(DistributedTest, ValidationMetricsCountEachSampleOnce) {
                  val + " " + launch2());
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_EQ(metric("one", "accuracy/top1"), metric("two", "accuracy/top1"));
-  // The loss sums per-batch float32 sums: other batches, other rounding.
-  EXPECT_NEAR(metric("one", "loss"), metric("two", "loss"), 1e-6 * metric("one", "loss"));
+  // The loss adds per-batch float32 sums of <= 32 positive per-sample losses
+  // (in double): other batches, other rounding. Each batch's sum is within
+  // γ31 = 31u of its exact value (u = 2^-24), so each run's mean is within
+  // 31u of the exact mean relative, and the two within 62u = 3.7e-6 (the
+  // per-sample losses taken as equal whatever rows share a matmul). 4e-6;
+  // counting a padded sample twice moves the mean by ~1/299 = 3e-3.
+  EXPECT_NEAR(metric("one", "loss"), metric("two", "loss"), 4e-6 * metric("one", "loss"));
 }
 
 // Every rank resumes from the checkpoint rank 0 chose, or the job stops

@@ -225,6 +225,8 @@ TEST_F(LifecycleTest, AutoScaleLrScalesBeforeTheSchedulersTakeTheirBase) {
   EXPECT_THAT(r.output, HasSubstr("auto_scale_lr: lr x 2"));
   std::vector<double> lrs = train_lrs(dir / "work/metrics.jsonl");
   ASSERT_EQ(lrs.size(), 3u);
+  // DOUBLE_EQ (4 ulp): metrics.jsonl prints the shortest round trip (the
+  // double itself), and each lr is the base times 2 and a factor: <= 2 ulp.
   EXPECT_DOUBLE_EQ(lrs[0], 0.1);
   EXPECT_DOUBLE_EQ(lrs[1], 0.2);
   EXPECT_DOUBLE_EQ(lrs[2], 0.2);
@@ -687,6 +689,8 @@ TEST_F(LifecycleTest, PrintParamGroupsShowsMmpretrainsLayerDecayOnVit) {
     if (name.rfind("embed.", 0) == 0) id = 0;
     if (name.rfind("blocks.", 0) == 0) id = 1 + std::stoi(name.substr(7));
     EXPECT_EQ(layer, std::to_string(id)) << name;
+    // Printed with 10 significant digits ({:.10g}): an lr in [1e-3, 1e-2)
+    // is within 5e-13 of its value (this holds while every lr stays < 0.01).
     EXPECT_NEAR(std::stod(lr), 0.004 * std::pow(0.75, 4 - id), 1e-12) << name;
     const bool custom = name.find(".pos_embed") != std::string::npos ||
                         name.find(".cls_token") != std::string::npos;
@@ -752,6 +756,8 @@ TEST_F(LifecycleTest, TheTrainLoopLineIsFollowedByTheTimeEachHookTook) {
   ASSERT_TRUE(each.count("trace") && each.count("slow_hook") && each.count("slow_hook#1")) << split;
   EXPECT_GE(each["slow_hook"], 3000.0) << split;  // it sleeps 3 ms in each after_train_iter
   EXPECT_GT(each["trace"], 0.0) << split;         // it writes every event
+  // Each of the 4 numbers is printed to 2 decimals ({:.2f}): 4 x 0.005 =
+  // 0.02 at most between the total and the sum of its printed parts.
   EXPECT_NEAR(std::stod(line[1]), each["trace"] + each["slow_hook"] + each["slow_hook#1"], 0.03)
       << r.output;
   // No hooks: no line.

@@ -35,6 +35,8 @@ TEST(MlpTest, FitsSixtyFourRandomPoints) {
   const at::Tensor x = torch::randn({64, 8});
   const at::Tensor y = torch::randint(0, 4, {64});
   const auto [first, last] = fit(*model, x, y, /*steps=*/200, /*lr=*/2e-2);
+  // Training-quality thresholds: measured a loss 9e-4 of the first (0.1
+  // leaves 110x) and accuracy 1.0 (0.95 leaves 3 of 64 points).
   EXPECT_LT(last, 0.1 * first);
   torch::NoGradGuard no_grad;
   const double accuracy =
@@ -70,7 +72,9 @@ TEST(MlpTest, TheActivationBetweenLayersIsTheOneTheJobNames) {
     h = act == "gelu" ? torch::gelu(h) : act == "tanh" ? torch::tanh(h) : torch::relu(h);
     const at::Tensor want = torch::addmm(p[3].tensor, h, p[2].tensor.t());
     logits[act] = model->forward(x);
-    EXPECT_TRUE(torch::allclose(logits[act], want, 1e-5, 1e-6)) << "activation '" << act << "'";
+    // Bit for bit: a layer on a 2-D input with a bias is at::linear, which is
+    // this addmm, and the activation the same function.
+    EXPECT_TRUE(torch::equal(logits[act], want)) << "activation '" << act << "'";
   }
   EXPECT_TRUE(torch::equal(logits[""], logits["relu"]));  // the default
   EXPECT_FALSE(torch::allclose(logits["relu"], logits["gelu"]));

@@ -200,6 +200,9 @@ TEST_P(ModelContractTest, AFewStepsOnAFixedBatchReduceTheLoss) {
   auto model = make();
   auto [input, target] = GetParam().batch();
   const auto [first, last] = fit(*model, input, target, /*steps=*/30, /*lr=*/1e-2);
+  // A training-quality threshold. Measured last / first: mlp 0.029,
+  // convnet 0.001, vit 0.00075, gpt 0.0036, torchscript 0.17 (the least
+  // margin: 2.9x under 0.5).
   EXPECT_LT(last, GetParam().fit_factor * first) << "first " << first << ", last " << last;
 }
 

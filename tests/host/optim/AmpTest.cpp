@@ -3,10 +3,11 @@
 // - the quickstart and a gpt train within 2% of float32's loss, and the
 //   losses differ from float32's (autocast is on);
 // - 2-rank ddp takes the same optimizer steps as 1 rank with the global
-//   batch, within bfloat16's rounding (SGD, whose steps are the gradients
-//   themselves: AdamW would turn rounding noise into lr-sized steps);
+//   batch, within 10% of each tensor's largest change: bfloat16's rounding
+//   (SGD, whose steps are the gradients themselves: AdamW would turn
+//   rounding noise into lr-sized steps);
 // - zero (stages 1-3) and fsdp without a precision of their own take it as
-//   ddp does: the same steps within float32 rounding;
+//   ddp does: the same steps bit for bit;
 // - an inf injected into one rank's gradient skips the step on both ranks
 //   and halves the scale; skipped_steps counts it;
 // - resume mid-run is bitwise the uninterrupted run, the scaler's state
@@ -90,6 +91,10 @@ void expect_near_fp32(const fs::path& fp32, const fs::path& bf16, size_t iterati
   const auto b = train_lines(bf16);
   ASSERT_EQ(a.size(), iterations);
   ASSERT_EQ(b.size(), iterations);
+  // A training-quality threshold, not a rounding bound (bfloat16 changes
+  // every step). Measured here: 0.99% (quickstart, whose final loss 0.017
+  // is near 0, so small absolute changes are large relative ones) and
+  // 0.55% (gpt): 2% leaves only 2x and 3.6x.
   EXPECT_NEAR(mean_loss(b, last) / mean_loss(a, last), 1.0, 0.02)
       << "bf16 " << mean_loss(b, last) << " vs fp32 " << mean_loss(a, last);
   EXPECT_NE(a[0].at("loss"), b[0].at("loss")) << "the first forward did not change in bf16";
@@ -117,8 +122,18 @@ TEST_F(AmpTest, Bf16TrainsTheQuickstartAndGptWithinTwoPercentOfFp32) {
 // SGD without momentum: each step is lr x the averaged gradient, so the
 // change of every tensor over 5 steps compares the gradients themselves.
 // bfloat16 rounds each rank's partial sums where one rank rounds the whole
-// batch's (measured: at most 0.84% of a tensor's largest change); float32's
-// 1-rank run differs from bfloat16's by more than 1e-4 (autocast is on).
+// batch's: a weight gradient leaves its bfloat16 matmul rounded to 2^-8
+// (u_bf16) of itself, so one rank's S and two ranks' S0 + S1 differ by up
+// to u_bf16·(|S| + |S0| + |S1|), 2u_bf16 = 0.78% of an element's change
+// where the ranks' halves do not cancel, more where they do, and more
+// where a CPU's bfloat16 kernels round inside the sum too (AMX,
+// AVX512-BF16). No worst case of use exists, so 10% of a tensor's largest
+// change is an effect-size bound: measured 0.43% after 1 step and 0.45%
+// after 5 here (0.84% on another machine), while the bugs this guards (no
+// average over the ranks: 100%; one rank's gradient lost: ~50%; the loss
+// scale not undone: x65536) are far beyond it. float32's 1-rank run
+// differs from bfloat16's by more than 1e-4 (autocast is on: bfloat16
+// rounding moves a step by ~u_bf16).
 TEST_F(AmpTest, TwoRankDdpEqualsOneRankWithTheGlobalBatch) {
   const std::string sgd = "  optimizer: {type: SGD, lr: 0.5}\n";
   const std::string save = "  - {type: checkpoint, by_epoch: false, interval: 5}\n";
@@ -149,7 +164,7 @@ TEST_F(AmpTest, TwoRankDdpEqualsOneRankWithTheGlobalBatch) {
       fp32_apart = std::max(fp32_apart, std::fabs(v1[i] - v3[i]) / (std::fabs(v3[i]) + 1e-3f));
     }
     ASSERT_GT(largest, 0) << name << " did not move";
-    EXPECT_LE(diff, 0.02f * largest)
+    EXPECT_LE(diff, 0.10f * largest)
         << name << ": 2 ranks " << diff << " apart, largest change " << largest;
   }
   EXPECT_GT(fp32_apart, 1e-4f) << "bfloat16 steps equal float32's: autocast did nothing";
@@ -158,7 +173,9 @@ TEST_F(AmpTest, TwoRankDdpEqualsOneRankWithTheGlobalBatch) {
 // A strategy without a precision of its own takes AmpOptimWrapper as ddp
 // does: zero (every stage) and fsdp unscale and check their own gradient
 // shards (one all-reduce agrees), and compute the same bfloat16 forward, so
-// their steps equal ddp's within float32 rounding of the sums (SGD, 5 steps).
+// their steps equal ddp's bit for bit (SGD, 5 steps): on 2 ranks every
+// strategy sums the same two float32 halves (a + b = b + a) of gradients
+// divided by the same world size, and the step is elementwise.
 TEST_F(AmpTest, ZeroAndFsdpWithoutTheirOwnPrecisionEqualDdp) {
   const std::string sgd = kAmp + "  optimizer: {type: SGD, lr: 0.5}\n";
   const std::string save = "  - {type: checkpoint, by_epoch: false, interval: 5}\n";
@@ -187,7 +204,7 @@ TEST_F(AmpTest, ZeroAndFsdpWithoutTheirOwnPrecisionEqualDdp) {
         largest = std::max(largest, std::fabs(a[i] - v0[i]));
         diff = std::max(diff, std::fabs(a[i] - b[i]));
       }
-      EXPECT_LE(diff, 1e-5f * largest) << name;
+      EXPECT_EQ(diff, 0.0f) << name << ": " << diff << " apart, largest change " << largest;
     }
     fs::remove_all(dir / "other");
   }

@@ -68,6 +68,8 @@ void expect_groups(OptimWrapper& wrapper, const std::vector<OptimParam>& params,
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(got[i].names, want[i].names) << "group " << i;
+    // Within 4 ulp (DOUBLE_EQ): a group's value is the base times at most
+    // two multipliers, each product rounded once (<= 2 ulp from the literal).
     EXPECT_DOUBLE_EQ(got[i].lr, want[i].lr) << "group " << i;
     EXPECT_DOUBLE_EQ(got[i].weight_decay, want[i].weight_decay) << "group " << i;
   }
@@ -217,6 +219,9 @@ struct TwoSteps {
   }
 };
 
+// Within 1e-12: both sides compute in double (u_d = 2^-53), ~10 roundings
+// a step on values |p| <= 2.1 (the gradients are far above eps, so m/sqrt(v)
+// is well conditioned): <= 2 steps x 2 sides x 10·u_d·2.1 = 9e-15, 100x under.
 void expect_values(const at::Tensor& got, const std::vector<double>& want) {
   ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size()));
   for (size_t i = 0; i < want.size(); ++i) {
@@ -332,6 +337,10 @@ TEST(OptimWrapperTest, FusedAdamFollowsTheBookAndResumesBitwiseOrIsRefused) {
     }
     return;
   }
+  // Within 1e-6 of the double book: the float32 update rounds p (|p| <= 2.02)
+  // twice a step at most (decay, step), 2u·2.02 = 2.4e-7 a step (u = 2^-24),
+  // 4.8e-7 over 2; the gradients' rounding to float32 leaves step 1's m̂/sqrt(v̂)
+  // (= ±1) unchanged and moves step 2's by ~u·lr. 1e-6 leaves 2x.
   auto near_book = [](const at::Tensor& got, const std::vector<double>& want) {
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_NEAR(got[static_cast<int64_t>(i)].item<double>(), want[i], 1e-6) << "element " << i;
@@ -389,7 +398,7 @@ optim_wrapper:
                        {{"a", a, false}, {"b", b, false}, {"u", unused, false}});
   a.mutable_grad() = at::tensor({3.0, 4.0}, at::kDouble);
   b.mutable_grad() = at::tensor({12.0}, at::kDouble);
-  EXPECT_DOUBLE_EQ(wrapper.step(), 13.0);  // sqrt(9 + 16 + 144)
+  EXPECT_EQ(wrapper.step(), 13.0);  // sqrt(9 + 16 + 144): every step exact
   const double coef = 1.3 / (13.0 + 1e-6);
   expect_values(a.detach(), {-3.0 * coef, -4.0 * coef});  // lr 1: p = -clipped grad
   expect_values(b.detach(), {-12.0 * coef});
@@ -399,6 +408,8 @@ optim_wrapper:
   wrapper.zero_grad();
   a.mutable_grad() = at::tensor({0.3, 0.4}, at::kDouble);
   const at::Tensor before = a.detach().clone();
+  // 0.3 and 0.4 are not binary fractions: their squares' sum rounded once,
+  // then sqrt: within 2 ulp of 0.5 (DOUBLE_EQ: 4).
   EXPECT_DOUBLE_EQ(wrapper.step(), 0.5);
   expect_values(a.detach(), {before[0].item<double>() - 0.3, before[1].item<double>() - 0.4});
 }
@@ -410,7 +421,7 @@ TEST(OptimWrapperTest, ClipGradInfinityNormAndOff) {
   const at::Tensor a = leaf(at::zeros({2}, at::kDouble));
   OptimWrapper clipped(inf.at("optim_wrapper"), {{"a", a, false}});
   a.mutable_grad() = at::tensor({-3.0, 2.0}, at::kDouble);
-  EXPECT_DOUBLE_EQ(clipped.step(), 3.0);
+  EXPECT_EQ(clipped.step(), 3.0);  // a max: exact
 
   Job off("optim_wrapper:\n  optimizer: {type: SGD, lr: 1.0}\n  clip_grad: null\n");
   const at::Tensor b = leaf(at::zeros({2}, at::kDouble));

@@ -162,6 +162,8 @@ TEST(ProfilerHookTest, ThroughputAndMemoryMetricsArePlausible) {
     const double rate = line["samples_per_s"].as<double>();
     EXPECT_GT(rate, 0.0);
     // Samples (batch 8) over the iteration's `time`.
+    // rate = 8 / time in double, both printed as their shortest round trip
+    // (exact): (8 / t)·t is within 2 ulp of 8 (3.6e-15).
     EXPECT_NEAR(rate * line["time"].as<double>(), 8.0, 1e-9);
     EXPECT_EQ(line["job_samples_per_s"].as<double>(), rate);  // one rank
     const double rss = line["rss_mb"].as<double>();
@@ -184,6 +186,7 @@ TEST(ProfilerHookTest, LanguageModelsReportTokensPerSecond) {
                        "{type: char_lm, path: text.txt, block_size: 16, split: train}"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const auto& line : train_lines(work / "metrics.jsonl")) {
+    // As above: within 2 ulp of 128 (5.7e-14).
     EXPECT_NEAR(line["tokens_per_s"].as<double>() * line["time"].as<double>(), 8.0 * 16, 1e-9);
     EXPECT_FALSE(line["samples_per_s"]);
   }

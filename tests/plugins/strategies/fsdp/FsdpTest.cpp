@@ -1,8 +1,9 @@
 // The fsdp strategy end to end, through the runner-host binary:
 // - every sharding strategy equals ddp on the same ranks (fp32, gpt, AdamW,
 //   an active clip_grad, a frozen block, a unit mixing frozen and trainable
-//   parameters, an ignored module): parameters within 1e-5 relative after
-//   50 steps (hybrid_shard and reshard_after_forward 2 on 4 ranks); frozen
+//   parameters, an ignored module): parameters bit for bit after 50 steps;
+//   on 4 ranks with SGD, reshard_after_forward 2 bit for bit and
+//   hybrid_shard (which sums in another order) within 1e-5 relative; frozen
 //   and ignored parameters bit-identical to their initial weights and in no
 //   optimizer shard;
 // - exact resume, bitwise, mid-epoch, with full and with sharded state
@@ -29,7 +30,6 @@
 namespace fs = std::filesystem;
 using rh::test::expect_equal_bytes;
 using rh::test::expect_single_bit_for_bit;
-using rh::test::is_key_bias;
 using rh::test::kProfileTwoSteps;
 using rh::test::read_safetensors;
 using rh::test::without_clip;
@@ -104,12 +104,19 @@ class FsdpTest : public ::testing::Test {
     ASSERT_EQ(initial.exit_code, 0) << initial.output;
   }
 
-  // `name`'s weights after `iters` equal ddp's; what it did not train is
-  // bit-identical to the initial weights and in no optimizer shard.
-  void expect_like_ddp(const std::string& name, const std::string& ddp, int iters, int ranks) {
+  // `name`'s weights after `iters` equal ddp's, bit for bit: with the
+  // ranks' gradients summed in rank order on both sides (shared memory,
+  // each divided by the same world size first), fsdp's shards hold the
+  // same sums as ddp's buckets, the clip's norm is summed exactly however
+  // the gradients are cut (rh/cpp/torch_exact_norm.hpp), and AdamW is
+  // elementwise. What it did not train is bit-identical to the initial
+  // weights and in no optimizer shard.
+  // `rel`: where the sums differ (hybrid_shard), the caller's bound.
+  void expect_like_ddp(const std::string& name, const std::string& ddp, int iters, int ranks,
+                       float rel = 0) {
     const std::string at = "iter_" + std::to_string(iters);
     rh::test::expect_close(ckpt(ddp, at, "model.safetensors"), ckpt(name, at, "model.safetensors"),
-                           1e-5f, is_key_bias, 0.003f * static_cast<float>(iters));
+                           rel);
     const auto init = read_safetensors(ckpt("initial", "iter_1", "model.safetensors"));
     const auto w = read_safetensors(ckpt(name, at, "model.safetensors"));
     int untouched = 0;
@@ -167,19 +174,42 @@ TEST_F(FsdpTest, EveryShardingStrategyEqualsDdpOnTwoRanks) {
 
 // hybrid_shard on 4 ranks = 2 "nodes" of 2 (local_world_size 2): sharded
 // within a pair, replicated across; and full_shard keeping pieces of 2
-// ranks after forward (reshard_after_forward 2).
+// ranks after forward (reshard_after_forward 2). SGD with momentum (lr
+// 0.01, 0.9): its steps are linear in the gradients, so hybrid_shard's
+// other order of the sums stays a rounding-sized difference (AdamW can turn
+// an element whose exact gradient is below rounding into lr-sized steps),
+// and a wrong scale of the gradients shows (AdamW hides it).
 TEST_F(FsdpTest, HybridShardAndReshardToTwoRanksEqualDdpOnFourRanks) {
   save_initial(4);
-  auto ddp = run("ddp4", gpt_job("{type: ddp}", 20, save_at(20), "", kDdpFrozen), 4);
+  auto sgd = [](std::string yaml) {
+    const std::string adamw = "{type: AdamW, lr: 0.003, weight_decay: 0.1}";
+    return yaml.replace(yaml.find(adamw), adamw.size(),
+                        "{type: SGD, lr: 0.01, momentum: 0.9, weight_decay: 0.1}");
+  };
+  auto ddp = run("ddp4", sgd(gpt_job("{type: ddp}", 20, save_at(20), "", kDdpFrozen)), 4);
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
-  for (const auto& [name, strategy] : std::vector<std::pair<std::string, std::string>>{
-           {"hybrid", fsdp("hybrid_shard", ", local_world_size: 2")},
-           {"reshard2", fsdp("full_shard", ", reshard_after_forward: 2")}}) {
-    SCOPED_TRACE(name);
-    auto r = run(name, gpt_job(strategy, 20, save_at(20)), 4);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    expect_like_ddp(name, "ddp4", 20, 4);
-  }
+  // Bit for bit: full_shard sums each piece over the 4 ranks in rank order,
+  // as ddp does (expect_like_ddp).
+  auto r = run("reshard2",
+               sgd(gpt_job(fsdp("full_shard", ", reshard_after_forward: 2"), 20, save_at(20))), 4);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_like_ddp("reshard2", "ddp4", 20, 4);
+  auto h = run("hybrid",
+               sgd(gpt_job(fsdp("hybrid_shard", ", local_world_size: 2"), 20, save_at(20))), 4);
+  ASSERT_EQ(h.exit_code, 0) << h.output;
+  // Not bit for bit: ddp sums ((g0 + g1) + g2) + g3, hybrid_shard
+  // (g0 + g1) + (g2 + g3) (each g_r / 4 exact), per element within
+  // (γ3 + γ2)·Σ|g_r|/4 ≈ 5u·Σ|g_r|/4 of each other (u = 2^-24). The
+  // momentum sum carries that at most 1/(1 - 0.9) = 10 times into the
+  // steps; but once the weights differ, each step's float32 update rounds
+  // differently too, up to 2u·|θ| per step: 40u = 2.4e-6 of the largest
+  // value over 20 steps in the worst case, sqrt(20)·u = 2.7e-7 as a random
+  // walk. Measured here: 3.1e-7 (blocks.1.attn.proj.bias). How large the
+  // ranks' gradients are is not known to the test, so 1e-5 is an
+  // effect-size bound: 32x the measured rounding, 4x the worst case of the
+  // update's, while gradients off by a factor of 2 (ddp at lr 0.02) put
+  // every tensor at least 0.125 of its largest value apart.
+  expect_like_ddp("hybrid", "ddp4", 20, 4, 1e-5f);
   EXPECT_THAT(rh::test::read_file(dir / "hybrid.yaml"), HasSubstr("hybrid_shard"));
 }
 
@@ -194,9 +224,10 @@ TEST_F(FsdpTest, TiedWeightsEqualDdp) {
   auto r = run("fsdp_tied", gpt_job(fsdp("full_shard"), 20, save_at(20), "", tied), 2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("full_shard, 5 unit(s)"));  // 4 and the root
+  // Bit for bit, as expect_like_ddp says; the root unit's gradient is summed
+  // like every other unit's.
   rh::test::expect_close(ckpt("ddp_tied", "iter_20", "model.safetensors"),
-                         ckpt("fsdp_tied", "iter_20", "model.safetensors"), 1e-5f, is_key_bias,
-                         0.003f * 20);
+                         ckpt("fsdp_tied", "iter_20", "model.safetensors"), 0.0f);
 }
 
 // A TorchScript module: its top-level children are the units (and a
@@ -220,8 +251,9 @@ TEST_F(FsdpTest, TorchScriptModelEqualsDdp) {
   auto r = run("ts_fsdp", job("{type: fsdp}"), 2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("strategy 'fsdp': full_shard, 3 unit(s)"));  // fc1, fc2, root
+  // Bit for bit: the same sums in the same order (expect_like_ddp), no clip.
   rh::test::expect_close(ckpt("ts_ddp", "iter_20", "model.safetensors"),
-                         ckpt("ts_fsdp", "iter_20", "model.safetensors"), 1e-5f);
+                         ckpt("ts_fsdp", "iter_20", "model.safetensors"), 0.0f);
 }
 
 // Gradient accumulation: no reduction until the window's last micro-batch,
@@ -410,6 +442,8 @@ TEST_F(FsdpTest, Bf16ParamsStayNearFp32Ddp) {
     la += a[i].at("loss");
     lb += b[i].at("loss");
   }
+  // A training-quality threshold, not a rounding bound (bfloat16 changes
+  // every step): measured 5.1e-4 apart here, 2% leaves 39x.
   EXPECT_NEAR(lb / la, 1.0, 0.02) << "bf16 " << lb / 10 << " vs fp32 " << la / 10;
 }
 
@@ -516,6 +550,7 @@ TEST_F(FsdpTest, OneRankBf16StaysNearFp32Single) {
     la += a[i].at("loss");
     lb += b[i].at("loss");
   }
+  // A training-quality threshold: measured 5.0e-4 apart here, 2% leaves 40x.
   EXPECT_NEAR(lb / la, 1.0, 0.02) << "bf16 " << lb / 10 << " vs fp32 " << la / 10;
 }
 
@@ -531,6 +566,16 @@ class FsdpBadConfigTest : public FsdpTest, public ::testing::WithParamInterface<
 TEST_P(FsdpBadConfigTest, NamesTheKey) {
   const BadFsdpConfig& c = GetParam();
   auto r = run("bad", gpt_job(c.strategy, 2, ""), c.ranks);
+  // float16 on the CPU is refused by LibTorch 1.x only (no float16 matrix
+  // multiply on the CPU there); 2.x trains in it.
+  if (c.name == "fp16_on_cpu") {
+    const auto version = rh::test::run_command(std::string(RH_RUNNER_HOST) + " --version");
+    if (version.output.find("native tag torch 1.") == std::string::npos) {
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_THAT(r.output, HasSubstr("param_dtype Half")) << r.output;
+      return;
+    }
+  }
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr(c.expected)) << r.output;
 }
