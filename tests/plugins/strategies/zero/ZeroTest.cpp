@@ -1,8 +1,8 @@
 // The zero strategy end to end, through the runner-host binary on 2 ranks:
 // - stages 1, 2 and 3 equal ddp (fp32, gpt, AdamW, an active clip_grad, one
-//   frozen block): parameters within 1e-5 relative after 50 steps; the
-//   frozen block bit-identical to its initial weights and in no optimizer
-//   shard;
+//   frozen block): parameters bit for bit after 50 steps (the same
+//   gradient sums and the same exact clip norm); the frozen block
+//   bit-identical to its initial weights and in no optimizer shard;
 // - exact resume, bitwise, mid-epoch, for each stage (model and every
 //   rank's optimizer shard);
 // - fp16's loss scaler: an inf injected into one rank's gradient skips the
