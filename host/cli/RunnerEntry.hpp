@@ -21,8 +21,9 @@ struct ElasticAgentOptions;
 
 extern "C" {
 // Runs the whole program for argv (the same argv runner-host got) and
-// returns its exit code. The caller has already applied the heap policy
-// (`heap_policy`: what it did, for the debug log; borrowed, may be "") and
+// returns its exit code. The caller has already applied the heap and thread
+// policies (`heap_policy`: what they did, for the debug log, "heap: ...;
+// threads: ..."; borrowed, may be "") and
 // installed the "runner-host" spdlog logger as the default one.
 typedef int (*rh_RunnerMainFn)(int argc, char** argv, const char* heap_policy);
 int rh_runner_main(int argc, char** argv, const char* heap_policy);

@@ -140,7 +140,7 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
   host::HostServices services;
   host::install_torch_services(services);
   check_blas();
-  if (heap_policy != nullptr && *heap_policy != '\0') spdlog::debug("heap: {}", heap_policy);
+  if (heap_policy != nullptr && *heap_policy != '\0') spdlog::debug("process: {}", heap_policy);
 
   // Relative --plugin-path / RH_PLUGIN_PATH entries are relative to the job
   // file's directory (as `plugin:` paths are); without a job file they are

@@ -82,6 +82,7 @@
 #include "config/JobLoader.hpp"
 #include "data/DataLoader.hpp"
 #include "launch/HeapPolicy.hpp"
+#include "launch/ThreadPolicy.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "model/Model.hpp"
 #include "optim/OptimWrapper.hpp"
@@ -324,6 +325,14 @@ void print_spread(const std::vector<double>& v, const char* format) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenMP's threads wait as runner-host's do (launch/ThreadPolicy.hpp):
+  // libgomp read OMP_WAIT_POLICY when this program (linked with LibTorch)
+  // started, so a change takes a fresh start of the program.
+  if (!rh::launch::apply_thread_policy().empty()) {
+    ::execv("/proc/self/exe", argv);
+    std::perror("rh_bench_step_overhead: execv /proc/self/exe");
+    return 1;
+  }
   // The bare loop keeps large blocks in the heap as runner-host does
   // (launch/HeapPolicy.hpp): the ratio is the runner's work, not malloc's.
   rh::launch::apply_heap_policy();

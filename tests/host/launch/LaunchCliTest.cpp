@@ -183,6 +183,28 @@ TEST(LaunchCli, TheJobsMasterPortReachesTheLauncherAndLosesToEnvironmentAndFlag)
   EXPECT_THAT(r.output, HasSubstr("[rank 1] dist:"));
 }
 
+// Each process sets its OpenMP threads to wait passively beside OpenBLAS's
+// own pool (launch/ThreadPolicy.hpp), the workers of a launch too, and says
+// so at debug level; an OMP_WAIT_POLICY of the environment stands.
+TEST(LaunchCli, OpenMpThreadsWaitPassivelyUnlessTheEnvironmentChooses) {
+  rh::test::TempDir dir;
+  const std::string job = (dir / "job.yaml").string();
+  dir.write("job.yaml", "model: {type: mlp, in_features: 4, num_classes: 2}\n");
+  const std::string said = "threads: OpenMP threads wait passively (OMP_WAIT_POLICY=PASSIVE)";
+  auto r = run("--nproc-per-node 2 --log-level debug --print-config --config " + quote(job),
+               "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // tools/install-deps.sh installs OpenBLAS with its own threads
+  // (libopenblas0-pthread): its libblas.so.3 is what LibTorch links.
+  EXPECT_EQ(count(r.output, std::regex("\\[rank [01]\\] .*" +
+                                       std::regex_replace(said, std::regex("[()]"), "\\$&"))),
+            2)
+      << r.output;
+  r = run("--log-level debug --print-config --config " + quote(job), "OMP_WAIT_POLICY=ACTIVE");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("threads: OpenMP")));
+}
+
 TEST(LaunchCli, ALaunchedWorkerDoesNotLaunchAgain) {
   auto r = run("--nproc-per-node 2 --version", "RH_LAUNCHED=1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
