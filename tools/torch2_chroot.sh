@@ -76,8 +76,9 @@ enter() {
       D=$RH_CHROOT_DIR
       # The chroot a mount point of its own: inside, "/" then is one, so
       # that unshare -m (the simulated hosts, the node-local storage test)
-      # can change its propagation.
-      mount --bind "$D" "$D"
+      # can change its propagation; --rbind keeps a bind made below it
+      # before (tools/bench/bench_torch26.sh: a 2.6 build of another worktree).
+      mount --rbind "$D" "$D"
       for fs in proc sys dev; do mkdir -p "$D/$fs"; mount --rbind "/$fs" "$D/$fs"; done
       mkdir -p "$D/dev/shm" && mount -t tmpfs -o mode=1777 tmpfs "$D/dev/shm"
       mkdir -p "$D/run" && mount -t tmpfs tmpfs "$D/run"
