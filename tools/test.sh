@@ -15,6 +15,15 @@ fi
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"
 "$ROOT/tools/build.sh"
 cd "$BUILD"
+# A fresh build has no test times yet, so ctest would start the tests in
+# the order they are declared and leave the longest multi-rank ones to run
+# alone at the end: seed its cost data from tests/ctest_cost_data.txt (a
+# copy of build/Testing/Temporary/CTestCostData.txt, names and mean seconds;
+# names it lacks cost nothing), longest first. Later runs refine their own.
+if [ ! -f Testing/Temporary/CTestCostData.txt ]; then
+  mkdir -p Testing/Temporary
+  cp "$ROOT/tests/ctest_cost_data.txt" Testing/Temporary/CTestCostData.txt
+fi
 # One processor more than the machine has: a multi-rank test (PROCESSORS
 # 2, tests/CMakeLists.txt) then runs beside a single-process one, which
 # takes the CPU its ranks leave idle.

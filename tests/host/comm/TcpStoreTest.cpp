@@ -152,6 +152,11 @@ TEST(TcpStoreTest, ARequestToASilentStoreFailsWithinTheRequestTimeout) {
   client->set("alive", std::vector<uint8_t>{1});
   EXPECT_TRUE(client->check({"alive"}));
   ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  // kill() returns before the stop takes effect: wait until the child is
+  // stopped, or its store may still answer (seen under a loaded CI run).
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(status));
   const auto start = std::chrono::steady_clock::now();
   // Asked on a thread of its own, so that a request that never returns
   // fails this test instead of hanging it (killing the server then ends
