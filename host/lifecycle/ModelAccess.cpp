@@ -501,5 +501,8 @@ void ModelAccess::end_backward() {
 rh_Model* ModelAccess::handle() { return &impl_->model; }
 const rh_ModelApi* ModelAccess::api() const { return &impl_->api; }
 size_t ModelAccess::held_views() const { return impl_->model.held_views(); }
+void ModelAccess::end_gradient_borrows() {
+  for (size_t i = 0; i < impl_->model.grad_views.size(); ++i) impl_->model.drop_grad_view(i);
+}
 
 }  // namespace rh::lifecycle

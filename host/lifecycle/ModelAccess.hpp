@@ -31,6 +31,11 @@ class ModelAccess {
   // fire as units complete, and at end_backward for the rest.
   void begin_backward();
   void end_backward();
+  // After the optimizer's zero_grad: frees the gradient views strategies
+  // borrowed (Model_GetGrad's are valid "until zero_grad"). A view owns its
+  // gradient, so one kept to the next backward held the previous step's
+  // gradients, 4 bytes a parameter, through the whole next forward.
+  void end_gradient_borrows();
 
  private:
   struct Impl;

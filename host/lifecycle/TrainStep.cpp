@@ -211,6 +211,7 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     if (!strategy_grads_.empty())
       for (auto& p : params_)
         if (p.tensor.grad().defined()) p.tensor.mutable_grad() = at::Tensor();
+    access_.end_gradient_borrows();
   }
   RECORD_USER_SCOPE("rh::loss_mean");  // waits for the logged loss's all-reduce
   const auto [mean, counts] = mean_loss->get();

@@ -58,6 +58,8 @@ void DdpStrategy::wrap(const rh_WrapArgs& args) {
   model_ = args.model;
   api_ = args.model_api;
   can_bind_ = RH_STRUCT_HAS(api_, rh_ModelApi, Model_BindGrad) && api_->Model_BindGrad != nullptr;
+  can_release_ =
+      RH_STRUCT_HAS(api_, rh_ModelApi, Model_ReleaseGrad) && api_->Model_ReleaseGrad != nullptr;
   const size_t n = api_->Model_NumParams(model_);
   std::vector<size_t> bytes(n, 0);
   trainable_.clear();
@@ -132,15 +134,31 @@ void DdpStrategy::set_plan(BucketPlan plan) {
   in_flight_.resize(plan_.buckets.size());
   flats_.clear();
   offset_in_bucket_.assign(numel_.size(), 0);
+  std::vector<int64_t> totals;
+  int64_t all = 0;
   for (const auto& bucket : plan_.buckets) {
     int64_t total = 0;
     for (size_t i : bucket) {
       offset_in_bucket_[i] = total;
       total += numel_[i];
     }
-    if (alone()) continue;  // the plan only, for checkpoints: no bucket memory
-    flats_.push_back(
-        at::empty({total}, at::TensorOptions().dtype(dtype_).device(device_of_params_)));
+    totals.push_back(total);
+    all += total;
+  }
+  if (alone()) return;  // the plan only, for checkpoints: no bucket memory
+  // The buckets are slices of one arena of every trainable element, made
+  // once: a new plan (the rebuild after the first step, a resumed plan)
+  // only cuts it anew. Allocating new buckets there left the old ones
+  // alive beside them (bound as the gradients the step is about to read),
+  // 4 bytes a parameter more at the second iteration (issue 39). The old
+  // bindings read the arena in the old cut until zero_grad drops them,
+  // before the next backward writes the new one.
+  if (!arena_.defined() || arena_.numel() != all)
+    arena_ = at::empty({all}, at::TensorOptions().dtype(dtype_).device(device_of_params_));
+  int64_t offset = 0;
+  for (int64_t total : totals) {
+    flats_.push_back(arena_.narrow(0, offset, total));
+    offset += total;
   }
 }
 

@@ -151,12 +151,14 @@ class DdpStrategy {
   int world_size_ = 1;
   at::Tensor world_size_tensor_;  // 0-dim divisor of the average
   bool can_bind_ = false;         // the host has Model_BindGrad (ABI >= 1.2)
+  bool can_release_ = false;      // the host has Model_ReleaseGrad (ABI >= 1.3)
   std::vector<size_t> bytes_;
   at::ScalarType dtype_ = at::kFloat;
   at::Device device_of_params_ = at::kCPU;
 
   BucketPlan plan_;
-  std::vector<at::Tensor> flats_;
+  at::Tensor arena_;               // every bucket, side by side (set_plan)
+  std::vector<at::Tensor> flats_;  // the buckets: slices of arena_
   std::vector<size_t> ready_;
   std::vector<rh_CommWork*> works_;
   std::vector<DLManagedTensor*> dl_;

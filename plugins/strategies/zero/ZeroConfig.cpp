@@ -470,11 +470,13 @@ ZeroConfig finish(const Draft& d) {
   ZeroOptimizationConfig& z = out.zero_optimization;
   z.stage = static_cast<int>(*d.stage.value);
   z.reduce_bucket_size = value_or(d.reduce_bucket_size, z.reduce_bucket_size);
+  z.reduce_bucket_size_where = d.reduce_bucket_size.where;
   z.allgather_bucket_size = value_or(d.allgather_bucket_size, z.allgather_bucket_size);
   z.overlap_comm = value_or(d.overlap_comm, z.stage == 3);  // DeepSpeed's overlap_comm_valid
   z.contiguous_gradients = value_or(d.contiguous_gradients, z.contiguous_gradients);
   z.reduce_scatter = value_or(d.reduce_scatter, z.reduce_scatter);
   z.stage3_prefetch_bucket_size = value_or(d.prefetch, z.stage3_prefetch_bucket_size);
+  z.stage3_prefetch_bucket_size_where = d.prefetch.where;
   z.stage3_param_persistence_threshold =
       value_or(d.persistence, z.stage3_param_persistence_threshold);
   z.stage3_max_live_parameters = value_or(d.max_live, z.stage3_max_live_parameters);

@@ -22,10 +22,15 @@
 // - zero_optimization.stage is required: 1, 2 or 3.
 // - Sizes are element counts, as DeepSpeed counts them; 5e8 is accepted (any
 //   integral number up to 2^53). reduce_bucket_size and allgather_bucket_size
-//   (default 500000000) must be > 0; stage3_prefetch_bucket_size (50000000),
-//   stage3_param_persistence_threshold (100000) and
-//   stage3_max_live_parameters (1000000000) must be >= 0 (DeepSpeed's field
-//   names prefetch_bucket_size, ... are the same keys). overlap_comm
+//   must be > 0; stage3_prefetch_bucket_size, stage3_param_persistence_threshold
+//   (default 100000) and stage3_max_live_parameters (1000000000) must be >= 0
+//   (DeepSpeed's field names prefetch_bucket_size, ... are the same keys).
+//   reduce_bucket_size, allgather_bucket_size and stage3_prefetch_bucket_size
+//   not written (or "auto") are kFromUnits: the strategy sizes them from the
+//   model's units at Wrap (ZeroStrategy::resolve_sizes), not from DeepSpeed's
+//   5e8 / 5e8 / 5e7, which were chosen for 10^9 parameters and below that hold
+//   the whole model's gradient in one buffer and gather every unit at once
+//   (issue 39). overlap_comm
 //   defaults to true at stage 3 and false otherwise (DeepSpeed's validator);
 //   contiguous_gradients and reduce_scatter default to true.
 // - fp16: enabled false, loss_scale 0 (dynamic; > 0 static),
@@ -70,16 +75,24 @@
 
 namespace rh::zero {
 
+// A size the job did not write: sized from the model's units at Wrap.
+constexpr int64_t kFromUnits = -1;
+
 struct ZeroOptimizationConfig {
   int stage = 0;  // 1, 2 or 3 once parsed
-  int64_t reduce_bucket_size = 500000000;
-  int64_t allgather_bucket_size = 500000000;
+  int64_t reduce_bucket_size = kFromUnits;
+  int64_t allgather_bucket_size = kFromUnits;
   bool overlap_comm = false;  // resolved: stage == 3 unless set
   bool contiguous_gradients = true;
   bool reduce_scatter = true;
-  int64_t stage3_prefetch_bucket_size = 50000000;
+  int64_t stage3_prefetch_bucket_size = kFromUnits;
   int64_t stage3_param_persistence_threshold = 100000;
   int64_t stage3_max_live_parameters = 1000000000;
+  // Where a written size was written ("job.yaml:5:9: strategy.zero_optimization.
+  // reduce_bucket_size"), for the warning when it cancels a stage's saving;
+  // empty when not written.
+  std::string reduce_bucket_size_where;
+  std::string stage3_prefetch_bucket_size_where;
 };
 
 struct ZeroConfig {

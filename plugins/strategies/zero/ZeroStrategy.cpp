@@ -129,6 +129,7 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                         "strategy 'zero': the model has no trainable "
                         "parameter");
+  resolve_sizes(trainable, tied);
   build_groups(trainable, tied);
   // Working precision: every parameter (frozen ones too: the forward
   // mixes them) in bf16 / fp16, before any callback is registered.
@@ -189,8 +190,12 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
   int64_t total = 0;
   for (const Group& g : groups_) total += g.numel;
   msg << "strategy 'zero': stage " << stage_ << ", " << groups_.size() << " group(s) of " << total
-      << " trainable elements, " << world_size_ << " rank(s), working dtype "
-      << c10::toString(working_);
+      << " trainable elements (reduce_bucket_size " << cfg_.zero_optimization.reduce_bucket_size
+      << (cfg_.zero_optimization.reduce_bucket_size_where.empty() ? ", one unit" : "");
+  if (stage_ == 3)
+    msg << ", stage3_prefetch_bucket_size " << cfg_.zero_optimization.stage3_prefetch_bucket_size
+        << (cfg_.zero_optimization.stage3_prefetch_bucket_size_where.empty() ? ", one unit" : "");
+  msg << "), " << world_size_ << " rank(s), working dtype " << c10::toString(working_);
   if (alone())
     msg << "; one rank: no communication"
         << (alias_ ? ", the parameters are the float32 masters" : "");
@@ -265,6 +270,50 @@ void ZeroStrategy::teardown() {
 }
 
 // ---- Layout -----------------------------------------------------------------
+
+// The sizes the job did not write, from the model's units (ZeroStrategy.hpp),
+// and a warning for a written one that cancels the stage's saving.
+void ZeroStrategy::resolve_sizes(const std::vector<size_t>& trainable,
+                                 const std::vector<char>& tied) {
+  ZeroOptimizationConfig& z = cfg_.zero_optimization;
+  auto numel_of = [&](size_t i) { return rh::borrow_tensor(param_info(i).data).numel(); };
+  int64_t total = 0, largest_param = 0, sharded = 0;
+  std::map<int32_t, int64_t> unit_numel;
+  for (size_t i : trainable) {
+    const int64_t n = numel_of(i);
+    total += n;
+    largest_param = std::max(largest_param, n);
+    if (unit_of_[i] < 0) continue;
+    unit_numel[unit_of_[i]] += n;
+    if (!tied[i] && n > z.stage3_param_persistence_threshold) sharded += n;
+  }
+  int64_t unit = 0;
+  for (const auto& [u, n] : unit_numel) unit = std::max(unit, n);
+  const int64_t one = std::max(largest_param, unit > 0 ? unit : (total + 7) / 8);
+  if (z.reduce_bucket_size == kFromUnits) z.reduce_bucket_size = one;
+  if (z.allgather_bucket_size == kFromUnits) z.allgather_bucket_size = z.reduce_bucket_size;
+  if (z.stage3_prefetch_bucket_size == kFromUnits) z.stage3_prefetch_bucket_size = one;
+  if (rank_ != 0 || alone()) return;
+  auto mib = [](int64_t elements) { return std::to_string(elements * 4 / (1 << 20)) + " MiB"; };
+  if (stage_ < 3 && !z.reduce_bucket_size_where.empty() && z.reduce_bucket_size >= total)
+    log(RH_LOG_WARN, z.reduce_bucket_size_where + " = " + std::to_string(z.reduce_bucket_size) +
+                         " puts the model's " + std::to_string(total) +
+                         " trainable elements in one group: its flat float32 gradient (" +
+                         mib(total) + ") is the whole gradient, so stage " +
+                         std::to_string(stage_) +
+                         " holds as much gradient memory as ddp's buckets (stage 2 saves "
+                         "nothing over stage 1). Remove the key for groups of one unit (" +
+                         std::to_string(one) + " elements)");
+  if (stage_ == 3 && !z.stage3_prefetch_bucket_size_where.empty() && sharded > 0 &&
+      z.stage3_prefetch_bucket_size + unit >= sharded)
+    log(RH_LOG_WARN, z.stage3_prefetch_bucket_size_where + " = " +
+                         std::to_string(z.stage3_prefetch_bucket_size) +
+                         " prefetches every unit at the first one: the sharded parameters (" +
+                         mib(sharded) +
+                         ") are all gathered at once on every rank, so stage 3 saves no "
+                         "parameter memory. Remove the key to prefetch one unit (" +
+                         std::to_string(one) + " elements)");
+}
 
 void ZeroStrategy::build_groups(const std::vector<size_t>& trainable,
                                 const std::vector<char>& tied) {

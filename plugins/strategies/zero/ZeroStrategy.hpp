@@ -54,6 +54,15 @@
 // tie_weights), stay whole on every rank (*persistent* groups, updated
 // after each step like stage 1 and 2).
 //
+// Sizes not written in the job are sized from the model's units (Wrap,
+// resolve_sizes): groups and all-gather pieces of one unit (the largest
+// unit, or the largest parameter if bigger; an eighth of the model when it
+// declares no units), a prefetch of one unit. DeepSpeed's own defaults
+// (5e8, 5e8, 5e7 elements) were chosen for 10^9 parameters: on a smaller
+// model they put the whole gradient in one flat buffer, so stage 2 saved
+// nothing over stage 1, and stage 3 gathered every unit at once. A written
+// size is honoured; one that cancels a stage's saving is said in the log.
+//
 // Mixed precision: bf16 / fp16 working parameters (Model_SetParamData at
 // Wrap), float32 masters, gradients reduced in float32. fp16 multiplies the
 // loss by the scaler's scale (LossScale). LibTorch 1.13 has no fp16 matmul
@@ -179,6 +188,7 @@ class ZeroStrategy {
 
  private:
   // ZeroStrategy.cpp: layout, metrics
+  void resolve_sizes(const std::vector<size_t>& trainable, const std::vector<char>& tied);
   void build_groups(const std::vector<size_t>& trainable, const std::vector<char>& tied);
   void share_masters();
   rh_ParamInfo param_info(size_t i);

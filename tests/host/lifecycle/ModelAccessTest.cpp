@@ -100,6 +100,35 @@ TEST(ModelAccessTest, OneGradientViewPerGradient) {
   EXPECT_EQ(access.held_views(), held);
 }
 
+// The view Model_GetGrad lends owns its gradient. It is valid "until the
+// optimizer's zero_grad", and the train step ends every such borrow there
+// (end_gradient_borrows): otherwise the views kept the previous step's
+// gradients (4 bytes a parameter) alive through the next forward after
+// zero_grad had dropped them (issue 39: ddp's peak above PyTorch DDP's).
+TEST(ModelAccessTest, ZeroGradEndsTheGradientBorrowsAndFreesTheGradients) {
+  auto model = small_convnet();
+  ModelAccess access(*model);
+  rh_Model* m = access.handle();
+  const size_t params = access.api()->Model_NumParams(m);
+  model->forward(at::randn({2, 3, 8, 8})).sum().backward();
+  std::vector<at::Tensor> grads;  // our own references, to count the others
+  for (size_t i = 0; i < params; ++i) {
+    DLManagedTensor* view = nullptr;
+    ASSERT_EQ(access.api()->Model_GetGrad(m, i, &view), nullptr);
+    ASSERT_NE(view, nullptr);
+    grads.push_back(model->named_parameters()[i].tensor.grad());
+  }
+  const size_t held = access.held_views();
+  // zero_grad (set to none), as OptimWrapper::zero_grad does it.
+  for (auto& p : model->named_parameters()) p.tensor.mutable_grad() = at::Tensor();
+  for (size_t i = 0; i < params; ++i)
+    EXPECT_EQ(grads[i].use_count(), 2) << "param " << i << ": ours and the lent view's";
+  access.end_gradient_borrows();
+  for (size_t i = 0; i < params; ++i)
+    EXPECT_EQ(grads[i].use_count(), 1) << "param " << i << ": the view still holds it";
+  EXPECT_EQ(access.held_views(), held - params);
+}
+
 // ---- ABI 1.3: what sharding strategies use ------------------------------------
 
 std::string take_message(rh_Error* err) {

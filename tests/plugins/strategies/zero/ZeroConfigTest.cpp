@@ -56,24 +56,27 @@ std::string json_error(const std::string& json) {
   return "(parsed)";
 }
 
-// DeepSpeed's defaults: zero/config.py (reduce_bucket_size and
-// allgather_bucket_size pp_int(5e8), stage3_prefetch_bucket_size 5e7,
-// stage3_param_persistence_threshold 1e5, stage3_max_live_parameters 1e9,
+// DeepSpeed's defaults: zero/config.py (stage3_param_persistence_threshold
+// 1e5, stage3_max_live_parameters 1e9,
 // contiguous_gradients and reduce_scatter True, overlap_comm None -> stage
 // == 3), precision_config.py (fp16 and bf16 off, loss_scale 0,
 // initial_scale_power 16, loss_scale_window 1000, hysteresis 2,
 // consecutive_hysteresis False, min_loss_scale 1), constants.py
-// (gradient_clipping 0).
+// (gradient_clipping 0). Not DeepSpeed's 5e8 / 5e8 / 5e7 for
+// reduce_bucket_size, allgather_bucket_size and stage3_prefetch_bucket_size:
+// unwritten, they are sized from the model's units at Wrap (kFromUnits;
+// ZeroTest.UnwrittenSizesAreOneUnit...).
 TEST(ZeroConfigTest, DefaultsAreDeepSpeeds) {
   const ZeroConfig c = Job("strategy:\n  type: zero\n  zero_optimization: {stage: 2}\n").parse();
   const ZeroOptimizationConfig& z = c.zero_optimization;
   EXPECT_EQ(z.stage, 2);
-  EXPECT_EQ(z.reduce_bucket_size, 500000000);
-  EXPECT_EQ(z.allgather_bucket_size, 500000000);
+  EXPECT_EQ(z.reduce_bucket_size, kFromUnits);
+  EXPECT_EQ(z.allgather_bucket_size, kFromUnits);
+  EXPECT_EQ(z.reduce_bucket_size_where, "");
   EXPECT_FALSE(z.overlap_comm);
   EXPECT_TRUE(z.contiguous_gradients);
   EXPECT_TRUE(z.reduce_scatter);
-  EXPECT_EQ(z.stage3_prefetch_bucket_size, 50000000);
+  EXPECT_EQ(z.stage3_prefetch_bucket_size, kFromUnits);
   EXPECT_EQ(z.stage3_param_persistence_threshold, 100000);
   EXPECT_EQ(z.stage3_max_live_parameters, 1000000000);
   EXPECT_FALSE(c.fp16_enabled);
@@ -678,9 +681,9 @@ TEST(ZeroConfigTest, AutoIsTheJobsValueOrDeepSpeedsDefault) {
   EXPECT_TRUE(z.overlap_comm);  // DeepSpeed's default at stage 3
   EXPECT_TRUE(z.contiguous_gradients);
   EXPECT_TRUE(z.reduce_scatter);
-  EXPECT_EQ(z.reduce_bucket_size, 500000000);
-  EXPECT_EQ(z.allgather_bucket_size, 500000000);
-  EXPECT_EQ(z.stage3_prefetch_bucket_size, 50000000);
+  EXPECT_EQ(z.reduce_bucket_size, kFromUnits);  // "auto": as not written
+  EXPECT_EQ(z.allgather_bucket_size, kFromUnits);
+  EXPECT_EQ(z.stage3_prefetch_bucket_size, kFromUnits);
   EXPECT_EQ(z.stage3_param_persistence_threshold, 100000);
   EXPECT_EQ(z.stage3_max_live_parameters, 1000000000);
   EXPECT_EQ(c.gradient_clipping, 0);
@@ -689,7 +692,7 @@ TEST(ZeroConfigTest, AutoIsTheJobsValueOrDeepSpeedsDefault) {
   Job job(
       "strategy:\n  type: zero\n  zero_optimization: {stage: 2, reduce_bucket_size: auto}\n"
       "  gradient_clipping: auto\n  gradient_accumulation_steps: auto\n");
-  EXPECT_EQ(job.parse().zero_optimization.reduce_bucket_size, 500000000);
+  EXPECT_EQ(job.parse().zero_optimization.reduce_bucket_size, kFromUnits);
   EXPECT_TRUE(config::unknown_keys(job.strategy(), {"type", "plugin"}, "strategy 'zero'").empty());
   // The job's gradient_clipping: auto over the file's value.
   test::TempDir dir;

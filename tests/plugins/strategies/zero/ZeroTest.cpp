@@ -21,6 +21,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -374,6 +375,57 @@ TEST_F(ZeroTest, StageThreeGathersOnlyWhatItNeeds) {
   ASSERT_EQ(all.exit_code, 0) << all.output;
   EXPECT_GT(train_lines(dir / "s3all" / "metrics.jsonl").back().at("zero/peak_gathered_numel"),
             2 * 12288 + 4000);
+}
+
+// DeepSpeed's 5e8 / 5e7 elements were chosen for 10^9 parameters: on this
+// gpt they would put the whole gradient in one group and gather every unit
+// at once. Unwritten, the sizes are one unit, the largest block's trainable
+// elements (12288 weights + 416 biases and norms; the frozen block counts
+// nothing): stage 2 cuts several groups, stage 3 holds at most two blocks
+// gathered. A written size that cancels the stage's saving is said, naming
+// where it was written.
+TEST_F(ZeroTest, UnwrittenSizesAreOneUnitAndASizeThatCancelsTheSavingIsSaid) {
+  const std::string metrics = "  - {type: metrics}\n";
+  auto s2 = run("s2", gpt_job("{type: zero, zero_optimization: {stage: 2}}", 2, metrics), 2);
+  ASSERT_EQ(s2.exit_code, 0) << s2.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(s2.output, m,
+                                std::regex("stage 2, ([0-9]+) group\\(s\\) of ([0-9]+) trainable "
+                                           "elements \\(reduce_bucket_size ([0-9]+), one unit\\)")))
+      << s2.output;
+  EXPECT_EQ(std::stoll(m[3].str()), 12288 + 416);
+  EXPECT_GE(std::stoi(m[1].str()), 3) << "groups of one unit over 2 blocks, embedding and head";
+  EXPECT_THAT(s2.output, ::testing::Not(HasSubstr("puts the model's")));
+
+  // (Persistence 100: by default every parameter of this small gpt stays whole.)
+  auto s3 = run("s3",
+                gpt_job("{type: zero, zero_optimization: {stage: 3, "
+                        "stage3_param_persistence_threshold: 100}}",
+                        3, metrics),
+                2);
+  ASSERT_EQ(s3.exit_code, 0) << s3.output;
+  EXPECT_THAT(s3.output, HasSubstr("stage3_prefetch_bucket_size 12704, one unit"));
+  const double peak =
+      train_lines(dir / "s3" / "metrics.jsonl").back().at("zero/peak_gathered_numel");
+  EXPECT_LE(peak, 2 * (12288 + 416) + 4000) << "stage 3 kept more than two units gathered";
+
+  auto big = run(
+      "big",
+      gpt_job("{type: zero, zero_optimization: {stage: 2, reduce_bucket_size: 5e8}}", 2, metrics),
+      2);
+  ASSERT_EQ(big.exit_code, 0) << big.output;
+  EXPECT_THAT(big.output, HasSubstr("strategy.zero_optimization.reduce_bucket_size = 500000000 "
+                                    "puts the model's"));
+  EXPECT_THAT(big.output, HasSubstr("so stage 2 holds as much gradient memory as ddp's buckets"));
+  auto all = run("all",
+                 gpt_job("{type: zero, zero_optimization: {stage: 3, "
+                         "stage3_param_persistence_threshold: 100, "
+                         "stage3_prefetch_bucket_size: 1000000}}",
+                         2, metrics),
+                 2);
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_THAT(all.output, HasSubstr("strategy.zero_optimization.stage3_prefetch_bucket_size = "
+                                    "1000000 prefetches every unit at the first one"));
 }
 
 TEST_F(ZeroTest, Bf16StageTwoStaysNearFp32Ddp) {
