@@ -32,7 +32,9 @@ if [ "$RH_TORCH_PICKED" = python ]; then
     echo "build: no nvidia-nccl wheel in python3: NCCL from the CUDA toolkit if CMake finds it"
   fi
 else
-  echo "build: Debian's LibTorch 1.13, CPU ($RH_TORCH_REASON)"
+  # 1.13 on Debian 12, 2.6 on Debian 13 (tools/test.sh --torch2's chroot).
+  version=$(dpkg-query -W -f '${Version}' libtorch-dev 2> /dev/null || true)
+  echo "build: Debian's LibTorch ${version:-(libtorch-dev, installed next)}, CPU ($RH_TORCH_REASON)"
 fi
 # The main job's packages for one target (the quickstart); the tests' too
 # for everything. A build directory first configured for the quickstart has

@@ -112,7 +112,15 @@ class LauncherTest : public ::testing::Test {
   rh::test::TempDir dir;
   const fs::path pid_dir = dir / "pids";
 
-  void SetUp() override { fs::create_directories(pid_dir); }
+  void SetUp() override {
+    fs::create_directories(pid_dir);
+    // The launcher keeps a signal its caller ignores ignored (nohup, a
+    // background job's SIGINT and SIGQUIT; LauncherSignals.cpp): these
+    // tests are of a launcher started with the default dispositions, as
+    // ctest starts them, also when the test binary runs in a background job
+    // (tools/sanitize.sh under `.ci/run &`).
+    for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+  }
 
   static LaunchOptions options(int nproc) {
     LaunchOptions o;
