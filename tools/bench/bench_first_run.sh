@@ -47,9 +47,13 @@ inside() {
 
 echo "bench_first_run: $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 start=$(date +%s.%N)
-first=""
+first="" configure="" compile=""
 while IFS= read -r line; do
   echo "$line" >> "$WORK/quickstart.log"
+  # The phases: packages (until CMake's first line), configure (until
+  # ninja's first step), build and start-up (until the first training line).
+  [ -z "$configure" ] && [[ "$line" == "-- "* ]] && configure=$(date +%s.%N)
+  [ -z "$compile" ] && [[ "$line" == "[1/"* ]] && compile=$(date +%s.%N)
   if [ -z "$first" ] && [[ "$line" == *"Epoch(train)"* ]]; then
     first=$(date +%s.%N)
     echo "bench_first_run: first training line after $(secs "$start" "$first") s"
@@ -60,6 +64,10 @@ end=$(date +%s.%N)
 grep -o 'accuracy/top1: [0-9.]*' "$WORK/quickstart.log" | tail -1 | sed 's/^/bench_first_run: last val /'
 echo "bench_first_run: tools/quickstart.sh: first training line $(secs "$start" "$first") s," \
   "done $(secs "$start" "$end") s"
+if [ -n "$configure" ] && [ -n "$compile" ]; then
+  echo "bench_first_run: packages $(secs "$start" "$configure") s, configure" \
+    "$(secs "$configure" "$compile") s, build and start-up $(secs "$compile" "$first") s"
+fi
 [ "$ONLY_QUICKSTART" -eq 1 ] && exit 0
 
 start=$(date +%s.%N)

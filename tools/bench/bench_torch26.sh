@@ -41,7 +41,7 @@
 # private mount namespace; the empty mount point stays in the chroot's tree).
 # RH_TORCH2_CHROOT: the chroot (as tools/torch2_chroot.sh). RH_BENCH_ROWS: a
 # subset of "single ddp zero1 fsdp". RH_BENCH_KEEP=1 keeps the work folder
-# (build-bench26.*: every run's log, metrics and RSS).
+# (build-bench_torch26.*: every run's log, metrics and RSS).
 #
 # Nothing differs silently: the output lists what differs besides the
 # runner (LibTorch, OpenBLAS and the kernels it picks on this CPU, the
@@ -51,21 +51,12 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BENCH="$ROOT/tools/bench"
+# shellcheck source=tools/bench/torch26_common.sh
+source "$BENCH/torch26_common.sh"  # BUILD, BUILD26, CHROOT
 WARM=2        # gpt steps left out
 DDP_WARM=20   # MLP steps left out
 
-gpt_job() {  # FILE ITERS
-  cat > "$1" <<YAML
-seed: 0
-model: {type: gpt, vocab_size: 256, block_size: 64, dim: 512, depth: 16, heads: 8}
-data:
-  train: {dataset: {type: char_lm, path: $ROOT/README.md, block_size: 64, split: train},
-          batch_size: 2, shuffle: true, num_workers: 1}
-optim_wrapper: {optimizer: {type: AdamW, lr: 0.0001, weight_decay: 0.1}}
-train_cfg: {by_epoch: false, max_iters: $2}
-hooks: [{type: metrics}]
-YAML
-}
+gpt_job() { t26_gpt_job "$1" "$2" 64 512 16 2; }  # FILE ITERS
 
 mlp_job() {  # FILE ITERS
   cat > "$1" <<YAML
@@ -155,45 +146,18 @@ if [ "${1:-}" = --why-not ]; then WHY_NOT=1; shift; fi  # report.sh: print why i
 ITERS="${1:-12}"
 ROUNDS="${2:-1}"
 DDP_ITERS="${RH_BENCH_DDP_ITERS:-$((25 * ITERS))}"
-BUILD="${RH_BUILD_DIR:-$ROOT/build}"
-BUILD26="$(realpath -m "${RH_TORCH2_BUILD_DIR:-$ROOT/build-torch26}")"
-CHROOT="${RH_TORCH2_CHROOT:-$HOME/.cache/runner-host/trixie}"
 ROWS="${RH_BENCH_ROWS:-single ddp zero1 fsdp}"
 export OMP_NUM_THREADS=1
 
 # Why this cannot run here, if it cannot (report.sh prints the reason).
 why_not() {
-  [ "$(id -u)" -eq 0 ] || { echo "needs root (tools/torch2_chroot.sh: mounts, chroot)"; return; }
-  [ -f "$CHROOT/.rh-debootstrap-done" ] || { echo "no Debian 13 chroot at $CHROOT (tools/torch2_chroot.sh --create makes it, ~6 min)"; return; }
-  [ -d "$CHROOT/usr/lib/python3/dist-packages/torch" ] || { echo "the chroot has no python3-torch (tools/torch2_chroot.sh --create installs it)"; return; }
-  [ -x "$BUILD/bin/runner-host" ] || { echo "no runner-host at $BUILD/bin (tools/build.sh)"; return; }
-  [ -x "$BUILD26/bin/runner-host" ] || { echo "no LibTorch 2.6 runner-host at $BUILD26/bin (tools/test.sh --torch2 builds build-torch26/; or set RH_TORCH2_BUILD_DIR)"; return; }
+  local common
+  common=$(t26_why_not)
+  [ -z "$common" ] || { echo "$common"; return; }
   [[ $ITERS =~ ^[0-9]+$ ]] && ((ITERS > WARM)) || { echo "iterations: more than $WARM (the steps left out), not '$ITERS'"; return; }
   ((DDP_ITERS > DDP_WARM)) || { echo "RH_BENCH_DDP_ITERS: more than $DDP_WARM (the steps left out)"; return; }
 }
-if [ "$WHY_NOT" = 1 ]; then why_not; exit 0; fi
-reason=$(why_not)
-if [ -n "$reason" ]; then
-  echo "bench_torch26.sh: $reason" >&2
-  exit 2
-fi
-
-# The chroot, with a 2.6 build outside this checkout bound at its own path.
-in_chroot() {
-  case "$BUILD26/" in
-    "$ROOT"/*) "$ROOT/tools/torch2_chroot.sh" "$@" ;;
-    *) unshare --mount --propagation private -- bash -euc \
-         'mkdir -p "$2$1" && mount --bind "$1" "$2$1" && shift 2 && exec "$@"' \
-         bash "$BUILD26" "$CHROOT" "$ROOT/tools/torch2_chroot.sh" "$@" ;;
-  esac
-}
-
-WORK="$(mktemp -d "$ROOT/build-bench26.XXXXXX")"  # under the checkout: the chroot sees it
-if [ -n "${RH_BENCH_KEEP:-}" ]; then
-  echo "bench_torch26.sh: keeping $WORK (RH_BENCH_KEEP)" >&2
-else
-  trap 'rm -rf "$WORK"' EXIT
-fi
+t26_start bench_torch26 "$WHY_NOT"  # WORK
 
 VARIANT=""
 if [ -n "${RH_BENCH_CORETYPE_113:-}" ]; then

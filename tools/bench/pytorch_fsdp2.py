@@ -21,7 +21,8 @@ USE_LIBUV=0, peer_common.py).
   python3 pytorch_fsdp2.py [--iters 5 --warmup 2 ...]
       prints `pytorch fsdp2: <ms> ms/iteration, peak rss <MB> MB` on rank 0:
       the median step after --warmup, each step timed alone after a barrier
-      (as pytorch_zero.py); RSS of the largest rank.
+      (as pytorch_zero.py); RSS of the largest rank. With --rss-per-rank each
+      rank then prints its own peak (peer_common.rank_rss_line; bench_memory.sh).
   python3 pytorch_fsdp2.py --check-against-ddp [--steps 3 --tol 5e-7 dims...]
       trains the same model from the same initial values on the same
       per-rank batches with DistributedDataParallel and with patched FSDP2
@@ -45,7 +46,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
-from peer_common import classic_tcpstore_without_libuv, free_port, peak_rss_mb
+from peer_common import (classic_tcpstore_without_libuv, free_port, let_gloo_workers_finish, peak_rss_mb,
+                         rank_rss_line)
 from pytorch_zero import Gpt, fused_attention
 
 
@@ -250,6 +252,8 @@ def timed(rank, a):
     dist.all_reduce(rss, op=dist.ReduceOp.MAX)
     if rank == 0:
         print(f"pytorch fsdp2: {ms:.1f} ms/iteration, peak rss {rss.item():.0f} MB", flush=True)
+    if a.rss_per_rank:
+        print(rank_rss_line(rank), flush=True)
 
 
 def check_against_ddp(rank, a):
@@ -326,6 +330,7 @@ def run(rank, a):
     dist.init_process_group("gloo", rank=rank, world_size=a.ranks)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     (check_against_ddp if a.check_against_ddp else timed)(rank, a)
+    let_gloo_workers_finish()
     dist.destroy_process_group()
 
 
@@ -351,6 +356,8 @@ if __name__ == "__main__":
     p.add_argument("--patches", default="123",
                    help="which of the three 2.6 patches to apply (default 123; '' or 12 to see what they fix)")
     p.add_argument("--no-patch", action="store_true", help="the same as --patches ''")
+    p.add_argument("--rss-per-rank", action="store_true",
+                   help="each rank prints its own peak RSS at the end (bench_memory.sh)")
     a = p.parse_args()
     if a.no_patch:
         a.patches = ""

@@ -12,6 +12,10 @@ it on the same torch (--attention auto): F.scaled_dot_product_attention where
 torch has it (2.0+, as runner-host's LibTorch 2.x build), else written out
 (matmul, mask, softmax, matmul: 1.13). pytorch_fsdp2.py imports the model.
 Prints `pytorch zero1: <ms> ms/iteration, peak rss <MB> MB` on rank 0.
+--ddp-only: plain AdamW over the same DistributedDataParallel, no
+ZeroRedundancyOptimizer (bench_memory.sh's DDP peer); prints `pytorch ddp:
+<ms> ms/iteration, peak rss <MB> MB` instead. --rss-per-rank: each rank then
+prints its own peak (peer_common.rank_rss_line).
 """
 import argparse
 import math
@@ -29,7 +33,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
-from peer_common import classic_tcpstore_without_libuv, free_port
+from peer_common import classic_tcpstore_without_libuv, free_port, let_gloo_workers_finish, rank_rss_line
 
 
 def fused_attention(choice="auto"):
@@ -91,8 +95,11 @@ def run(rank, a):
     torch.manual_seed(0)
     model = DistributedDataParallel(
         Gpt(a.vocab, a.block, a.dim, a.depth, a.heads, fused_attention(a.attention)), bucket_cap_mb=25)
-    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
-                                  lr=1e-4, weight_decay=0.1)
+    if a.ddp_only:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    else:
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
+                                      lr=1e-4, weight_decay=0.1)
     xs = torch.randint(0, a.vocab, (4, a.batch, a.block + 1))
     loss_fn = nn.CrossEntropyLoss()
 
@@ -115,7 +122,11 @@ def run(rank, a):
     ms = 1e3 * times[len(times) // 2]
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if dist.get_rank() == 0:
-        print(f"pytorch zero1: {ms:.1f} ms/iteration, peak rss {rss:.0f} MB", flush=True)
+        print(f"pytorch {'ddp' if a.ddp_only else 'zero1'}: {ms:.1f} ms/iteration, peak rss {rss:.0f} MB",
+              flush=True)
+    if a.rss_per_rank:
+        print(rank_rss_line(dist.get_rank()), flush=True)
+    let_gloo_workers_finish()
     dist.destroy_process_group()
 
 
@@ -133,6 +144,10 @@ if __name__ == "__main__":
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--attention", choices=["auto", "naive", "sdpa"], default="auto",
                    help="auto: SDPA where torch has it (2.0+), as runner-host")
+    p.add_argument("--ddp-only", action="store_true",
+                   help="AdamW over DDP, no ZeroRedundancyOptimizer (the DDP peer of bench_memory.sh)")
+    p.add_argument("--rss-per-rank", action="store_true",
+                   help="each rank prints its own peak RSS at the end (bench_memory.sh)")
     a = p.parse_args()
     fused_attention(a.attention)  # refuses sdpa on 1.13 before the ranks start
     print(classic_tcpstore_without_libuv(), file=sys.stderr, flush=True)

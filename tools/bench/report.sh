@@ -7,7 +7,8 @@
 #   tools/bench/report.sh [--quick] [-o FILE.md]      (after tools/build.sh)
 #
 # --quick: fewer epochs, rounds and iterations; under 10 minutes on 2 cores
-# (bench_torch26.sh, where it runs, adds about 4 more).
+# (bench_torch26.sh, where it runs, adds about 4 more; bench_memory.sh, not timed
+# at full size yet, more).
 # The benchmarks (each also runs on its own):
 #   rh_bench_step_overhead   runner-host's loop and hooks / a bare LibTorch loop
 #   rh_bench_comm            the communicator's shared-memory / TCP transports
@@ -22,6 +23,9 @@
 #                            build (tools/test.sh --torch2): runner-host on 1.13 and on 2.6
 #                            against PyTorch 2.6 (single, ddp, zero stage 1, FSDP2); else the
 #                            report says why it was skipped
+#   bench_memory.sh          likewise (root, the chroot, a 2.6 build): per-rank peak memory of
+#                            every strategy against PyTorch 2.6's DDP, ZeroRedundancyOptimizer
+#                            and FSDP2, beside the model-state formulas, and issue 39's goals
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${RH_BUILD_DIR:-$ROOT/build}"
@@ -44,11 +48,12 @@ export OMP_NUM_THREADS=1
 
 if [ "$QUICK" = 1 ]; then
   STEP_ARGS=(--epochs 5 --rounds 3); COMM_ARGS=(--sizes 1,16 --reps 3)
-  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4; ONE_ROUNDS=3; T26_ITERS=6
+  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4; ONE_ROUNDS=3; T26_ITERS=6; MEM_ITERS=3
 else
   STEP_ARGS=(--epochs 20 --rounds 7); COMM_ARGS=(--sizes 1,16,64 --reps 5)
-  DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4; ONE_ROUNDS=9; T26_ITERS=12
+  DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4; ONE_ROUNDS=9; T26_ITERS=12; MEM_ITERS=6
 fi
+MEM_RANKS=4
 START=$(date +%s)
 section() { echo "== $1 ($(($(date +%s) - START)) s)" >&2; }
 
@@ -87,12 +92,23 @@ else
   echo "skipped: $T26_WHY" >&2
   echo "Skipped in this run: $T26_WHY." > "$RAW/torch26.txt"
 fi
+# Per-rank peak memory against PyTorch 2.6 (issue 39): the same conditions.
+section "per-rank memory against PyTorch 2.6"
+CMD_MEM="tools/bench/bench_memory.sh $MEM_RANKS $MEM_ITERS"
+MEM_WHY=$("$ROOT/tools/bench/bench_memory.sh" --why-not "$MEM_RANKS" "$MEM_ITERS")
+if [ -z "$MEM_WHY" ]; then
+  "$ROOT/tools/bench/bench_memory.sh" "$MEM_RANKS" "$MEM_ITERS" > "$RAW/memory.txt" 2> "$RAW/memory.err" ||
+    { echo "bench_memory.sh failed (its table keeps what ran):" >&2; tail -5 "$RAW/memory.err" >&2; }
+else
+  echo "skipped: $MEM_WHY" >&2
+  echo "Skipped in this run: $MEM_WHY." > "$RAW/memory.txt"
+fi
 section "report"
 ELAPSED=$(($(date +%s) - START))
 
 MACHINE="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(. /etc/os-release; echo "$PRETTY_NAME"), LibTorch $(dpkg-query -W -f '${Version}' libtorch-dev 2>/dev/null || echo '?')"
 "$PY" - "$RAW" "$OUT" "$CHARTS" "$QUICK" "$ELAPSED" "$MACHINE" \
-  "$CMD_STEP" "$CMD_COMM" "$CMD_DDP" "$CMD_ZERO" "$CMD_CKPT" "$CMD_ONE" "$CMD_T26" <<'PY'
+  "$CMD_STEP" "$CMD_COMM" "$CMD_DDP" "$CMD_ZERO" "$CMD_CKPT" "$CMD_ONE" "$CMD_T26" "$CMD_MEM" <<'PY'
 import datetime, os, re, sys
 import matplotlib
 matplotlib.use("Agg")
@@ -177,6 +193,18 @@ if os.path.exists(t26):
         md += [f"    {sys.argv[13]}", "", text26]
     else:
         md += text26.splitlines()
+    md.append("")
+
+# Per-rank peak memory against PyTorch 2.6 (bench_memory.sh: its command
+# line, tables, goals and what differs; a skip says why).
+mem = os.path.join(raw, "memory.txt")
+if os.path.exists(mem):
+    text_mem = open(mem).read().lstrip("\n").rstrip()
+    md += ["## Per-rank peak memory against PyTorch 2.6", ""]
+    if text_mem.startswith("Skipped"):
+        md += [f"    {sys.argv[14]}", "", text_mem]
+    else:
+        md += text_mem.splitlines()
     md.append("")
 
 # Checkpoint.
