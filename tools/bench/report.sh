@@ -80,29 +80,27 @@ if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
   section "GPU"
   "$ROOT/tools/bench/bench_gpu.sh" > "$RAW/gpu.txt" 2>&1 || true
 fi
-# PyTorch 2.6 peers (issue 38): only as root, with the Debian 13 chroot and a
-# LibTorch 2.6 build; otherwise the report gives the reason.
-section "PyTorch 2.6 peers"
+# The benchmarks against PyTorch 2.6 run only as root, with the Debian 13
+# chroot and a LibTorch 2.6 build; otherwise the report gives the reason.
+# optional_bench TITLE RAW_NAME SCRIPT ARGS...: the script's output in
+# $RAW/RAW_NAME.txt, or "Skipped in this run: <why>." there.
+optional_bench() {
+  local title=$1 name=$2 script=$3 why
+  shift 3
+  section "$title"
+  why=$("$ROOT/tools/bench/$script" --why-not "$@")
+  if [ -z "$why" ]; then
+    "$ROOT/tools/bench/$script" "$@" > "$RAW/$name.txt" 2> "$RAW/$name.err" ||
+      { echo "$script failed (its table keeps what ran):" >&2; tail -5 "$RAW/$name.err" >&2; }
+  else
+    echo "skipped: $why" >&2
+    echo "Skipped in this run: $why." > "$RAW/$name.txt"
+  fi
+}
 CMD_T26="tools/bench/bench_torch26.sh $T26_ITERS"
-T26_WHY=$("$ROOT/tools/bench/bench_torch26.sh" --why-not "$T26_ITERS")
-if [ -z "$T26_WHY" ]; then
-  "$ROOT/tools/bench/bench_torch26.sh" "$T26_ITERS" > "$RAW/torch26.txt" 2> "$RAW/torch26.err" ||
-    { echo "bench_torch26.sh failed (its table keeps what ran):" >&2; tail -5 "$RAW/torch26.err" >&2; }
-else
-  echo "skipped: $T26_WHY" >&2
-  echo "Skipped in this run: $T26_WHY." > "$RAW/torch26.txt"
-fi
-# Per-rank peak memory against PyTorch 2.6 (issue 39): the same conditions.
-section "per-rank memory against PyTorch 2.6"
+optional_bench "PyTorch 2.6 peers" torch26 bench_torch26.sh "$T26_ITERS"  # issue 38
 CMD_MEM="tools/bench/bench_memory.sh $MEM_RANKS $MEM_ITERS"
-MEM_WHY=$("$ROOT/tools/bench/bench_memory.sh" --why-not "$MEM_RANKS" "$MEM_ITERS")
-if [ -z "$MEM_WHY" ]; then
-  "$ROOT/tools/bench/bench_memory.sh" "$MEM_RANKS" "$MEM_ITERS" > "$RAW/memory.txt" 2> "$RAW/memory.err" ||
-    { echo "bench_memory.sh failed (its table keeps what ran):" >&2; tail -5 "$RAW/memory.err" >&2; }
-else
-  echo "skipped: $MEM_WHY" >&2
-  echo "Skipped in this run: $MEM_WHY." > "$RAW/memory.txt"
-fi
+optional_bench "per-rank memory against PyTorch 2.6" memory bench_memory.sh "$MEM_RANKS" "$MEM_ITERS"  # issue 39
 section "report"
 ELAPSED=$(($(date +%s) - START))
 
@@ -183,29 +181,20 @@ if zrows:
                    "step time / ddp's", "zero stages / ddp (step time)")]
 md += ["", "Memory columns and how they are measured: `docs/zero.md`, \"Memory and speed\".", ""]
 
-# runner-host on LibTorch 1.13 and 2.6 against PyTorch 2.6 (bench_torch26.sh
-# prints its own command line and table; a skip says why).
-t26 = os.path.join(raw, "torch26.txt")
-if os.path.exists(t26):
-    text26 = open(t26).read().lstrip("\n").rstrip()  # its first line, the command, is indented
-    md += ["## runner-host on LibTorch 1.13 and 2.6 against PyTorch 2.6", ""]
-    if text26.startswith("Skipped"):
-        md += [f"    {sys.argv[13]}", "", text26]
-    else:
-        md += text26.splitlines()
-    md.append("")
+# The benchmarks against PyTorch 2.6 (bench_torch26.sh, bench_memory.sh):
+# each prints its own command line, tables and what differs; a skip says why.
+def optional_section(name, title, command):
+    path = os.path.join(raw, name + ".txt")
+    if not os.path.exists(path):
+        return []
+    body = open(path).read().lstrip("\n").rstrip()  # its first line, the command, is indented
+    lines = [f"## {title}", ""]
+    lines += [f"    {command}", "", body] if body.startswith("Skipped") else body.splitlines()
+    return lines + [""]
 
-# Per-rank peak memory against PyTorch 2.6 (bench_memory.sh: its command
-# line, tables, goals and what differs; a skip says why).
-mem = os.path.join(raw, "memory.txt")
-if os.path.exists(mem):
-    text_mem = open(mem).read().lstrip("\n").rstrip()
-    md += ["## Per-rank peak memory against PyTorch 2.6", ""]
-    if text_mem.startswith("Skipped"):
-        md += [f"    {sys.argv[14]}", "", text_mem]
-    else:
-        md += text_mem.splitlines()
-    md.append("")
+
+md += optional_section("torch26", "runner-host on LibTorch 1.13 and 2.6 against PyTorch 2.6", sys.argv[13])
+md += optional_section("memory", "Per-rank peak memory against PyTorch 2.6", sys.argv[14])
 
 # Checkpoint.
 md += ["## Checkpoint save and load throughput", "", f"    {cmd['ckpt']}", "", "```", text["ckpt"].strip(), "```", ""]
