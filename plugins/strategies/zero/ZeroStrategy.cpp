@@ -129,8 +129,9 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                         "strategy 'zero': the model has no trainable "
                         "parameter");
-  resolve_sizes(trainable, tied);
+  const UnitSizes sizes = resolve_sizes(trainable);
   build_groups(trainable, tied);
+  warn_about_written_sizes(sizes);
   // Working precision: every parameter (frozen ones too: the forward
   // mixes them) in bf16 / fp16, before any callback is registered.
   if (working_ != at::kFloat)
@@ -271,29 +272,36 @@ void ZeroStrategy::teardown() {
 
 // ---- Layout -----------------------------------------------------------------
 
-// The sizes the job did not write, from the model's units (ZeroStrategy.hpp),
-// and a warning for a written one that cancels the stage's saving.
-void ZeroStrategy::resolve_sizes(const std::vector<size_t>& trainable,
-                                 const std::vector<char>& tied) {
+// The sizes the job did not write, from the model's units (ZeroStrategy.hpp).
+ZeroStrategy::UnitSizes ZeroStrategy::resolve_sizes(const std::vector<size_t>& trainable) {
   ZeroOptimizationConfig& z = cfg_.zero_optimization;
-  auto numel_of = [&](size_t i) { return rh::borrow_tensor(param_info(i).data).numel(); };
-  int64_t total = 0, largest_param = 0, sharded = 0;
+  int64_t total = 0, largest_param = 0;
   std::map<int32_t, int64_t> unit_numel;
   for (size_t i : trainable) {
     const int64_t n = numel_of(i);
     total += n;
     largest_param = std::max(largest_param, n);
-    if (unit_of_[i] < 0) continue;
-    unit_numel[unit_of_[i]] += n;
-    if (!tied[i] && n > z.stage3_param_persistence_threshold) sharded += n;
+    if (unit_of_[i] >= 0) unit_numel[unit_of_[i]] += n;
   }
-  int64_t unit = 0;
-  for (const auto& [u, n] : unit_numel) unit = std::max(unit, n);
-  const int64_t one = std::max(largest_param, unit > 0 ? unit : (total + 7) / 8);
-  if (z.reduce_bucket_size == kFromUnits) z.reduce_bucket_size = one;
+  UnitSizes sizes;
+  for (const auto& [u, n] : unit_numel) sizes.unit = std::max(sizes.unit, n);
+  sizes.one = std::max(largest_param, sizes.unit > 0 ? sizes.unit : (total + 7) / 8);
+  if (z.reduce_bucket_size == kFromUnits) z.reduce_bucket_size = sizes.one;
   if (z.allgather_bucket_size == kFromUnits) z.allgather_bucket_size = z.reduce_bucket_size;
-  if (z.stage3_prefetch_bucket_size == kFromUnits) z.stage3_prefetch_bucket_size = one;
+  if (z.stage3_prefetch_bucket_size == kFromUnits) z.stage3_prefetch_bucket_size = sizes.one;
+  return sizes;
+}
+
+// Rank 0 warns when a written size cancels the stage's saving, judged on the
+// groups build_groups made (which of them stage 3 shards).
+void ZeroStrategy::warn_about_written_sizes(const UnitSizes& sizes) {
   if (rank_ != 0 || alone()) return;
+  const ZeroOptimizationConfig& z = cfg_.zero_optimization;
+  int64_t total = 0, sharded = 0;
+  for (const Group& g : groups_) {
+    total += g.numel;
+    if (g.sharded) sharded += g.numel;
+  }
   auto mib = [](int64_t elements) { return std::to_string(elements * 4 / (1 << 20)) + " MiB"; };
   if (stage_ < 3 && !z.reduce_bucket_size_where.empty() && z.reduce_bucket_size >= total)
     log(RH_LOG_WARN, z.reduce_bucket_size_where + " = " + std::to_string(z.reduce_bucket_size) +
@@ -303,16 +311,16 @@ void ZeroStrategy::resolve_sizes(const std::vector<size_t>& trainable,
                          std::to_string(stage_) +
                          " holds as much gradient memory as ddp's buckets (stage 2 saves "
                          "nothing over stage 1). Remove the key for groups of one unit (" +
-                         std::to_string(one) + " elements)");
+                         std::to_string(sizes.one) + " elements)");
   if (stage_ == 3 && !z.stage3_prefetch_bucket_size_where.empty() && sharded > 0 &&
-      z.stage3_prefetch_bucket_size + unit >= sharded)
+      z.stage3_prefetch_bucket_size + sizes.unit >= sharded)
     log(RH_LOG_WARN, z.stage3_prefetch_bucket_size_where + " = " +
                          std::to_string(z.stage3_prefetch_bucket_size) +
                          " prefetches every unit at the first one: the sharded parameters (" +
                          mib(sharded) +
                          ") are all gathered at once on every rank, so stage 3 saves no "
                          "parameter memory. Remove the key to prefetch one unit (" +
-                         std::to_string(one) + " elements)");
+                         std::to_string(sizes.one) + " elements)");
 }
 
 void ZeroStrategy::build_groups(const std::vector<size_t>& trainable,
@@ -322,7 +330,6 @@ void ZeroStrategy::build_groups(const std::vector<size_t>& trainable,
   // Gradients arrive roughly in reverse registration order: groups are cut
   // in that order, so the first group fills first.
   std::vector<size_t> order(trainable.rbegin(), trainable.rend());
-  auto numel_of = [&](size_t i) { return rh::borrow_tensor(param_info(i).data).numel(); };
   auto cut = [&](const std::vector<size_t>& params, int unit, bool sharded) {
     Group g;
     auto close = [&] {
@@ -385,6 +392,8 @@ void ZeroStrategy::share_masters() {
 }
 
 // ---- Small helpers -----------------------------------------------------------------
+
+int64_t ZeroStrategy::numel_of(size_t i) { return rh::borrow_tensor(param_info(i).data).numel(); }
 
 rh_ParamInfo ZeroStrategy::param_info(size_t i) {
   rh_ParamInfo info{};

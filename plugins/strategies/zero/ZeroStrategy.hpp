@@ -188,8 +188,15 @@ class ZeroStrategy {
 
  private:
   // ZeroStrategy.cpp: layout, metrics
-  void resolve_sizes(const std::vector<size_t>& trainable, const std::vector<char>& tied);
+  // The model's largest unit and the unit-sized default (elements).
+  struct UnitSizes {
+    int64_t unit = 0;  // the largest unit's trainable elements, 0 without units
+    int64_t one = 0;   // what an unwritten size becomes
+  };
+  UnitSizes resolve_sizes(const std::vector<size_t>& trainable);
   void build_groups(const std::vector<size_t>& trainable, const std::vector<char>& tied);
+  void warn_about_written_sizes(const UnitSizes& sizes);
+  int64_t numel_of(size_t i);  // parameter i's elements
   void share_masters();
   rh_ParamInfo param_info(size_t i);
   std::string unit_name(size_t u);
