@@ -32,6 +32,17 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   return out;
 }
 
+// The file names of the plugins runner-host ships (generated from
+// plugins/CMakeLists.txt): a job may name one that this build did not build.
+constexpr const char* kShippedPlugins[] = {
+#include "abi/ShippedPlugins.inc"
+};
+
+bool is_shipped(const std::string& file) {
+  return std::find(std::begin(kShippedPlugins), std::end(kShippedPlugins), file) !=
+         std::end(kShippedPlugins);
+}
+
 // "Searched: --plugin-path /a; RH_PLUGIN_PATH /b; install /c (missing)"
 std::string describe_search(const PluginRegistry& registry) {
   std::vector<std::string> dirs;
@@ -249,9 +260,13 @@ const Component& ComponentFactory::resolve(rh_ComponentKind kind, const config::
   message += "; available: " + (names.empty() ? std::string("none") : join(names, ", "));
   if (const std::string aliases = describe_type_aliases(kind); !aliases.empty())
     message += "; " + aliases;
-  message += "; the search path finds a library by its file name, " +
-             plugin_file_name(kind, looked_for) + " (or name the library with plugin:); " +
-             describe_search(registry_);
+  const std::string file = plugin_file_name(kind, looked_for);
+  message += "; the search path finds a library by its file name, " + file +
+             " (or name the library with plugin:); " + describe_search(registry_);
+  if (is_shipped(file))
+    message += "; " + file +
+               " is a plugin runner-host ships but was not built here (tools/quickstart.sh "
+               "builds only those configs/quickstart.yaml loads): tools/build.sh builds them all";
   config_error(*type_node, message);
 }
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "abi/HostError.hpp"
+#include "checkpoint/CheckpointMeta.hpp"
 #include "checkpoint/CheckpointStore.hpp"
 
 namespace fs = std::filesystem;
@@ -19,12 +20,6 @@ namespace {
 
 std::string shards_report(int rank) { return "shards.rank" + std::to_string(rank); }
 std::string failure_report(int rank) { return "failed.rank" + std::to_string(rank); }
-
-std::string read_whole(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw host::HostError(RH_ERROR_IO, "cannot read " + p.string());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 }  // namespace
 

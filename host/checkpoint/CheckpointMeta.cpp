@@ -116,6 +116,8 @@ auto reading(const std::string& where, F&& read) {
   }
 }
 
+}  // namespace
+
 std::string read_whole(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   if (!in)
@@ -125,8 +127,6 @@ std::string read_whole(const fs::path& p) {
     throw host::HostError(RH_ERROR_IO, "cannot read " + p.string() + ": " + std::strerror(errno));
   return bytes;
 }
-
-}  // namespace
 
 bool plain_name(const std::string& name) {
   static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.-]*");

@@ -70,6 +70,10 @@ CheckpointMeta read_current_meta(const std::filesystem::path& dir);
 // it cannot be read.
 std::string meta_digest(const std::filesystem::path& dir);
 
+// The whole file; HostError(RH_ERROR_IO) naming it and errno when it cannot
+// be opened or read.
+std::string read_whole(const std::filesystem::path& p);
+
 // The "tensors" object of meta.json (sorted by name, one line per tensor,
 // each line indented by `indent` + 2 spaces).
 std::string index_json(const TensorIndex& index, const std::string& indent);

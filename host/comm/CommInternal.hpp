@@ -25,6 +25,8 @@ std::string dtype_name(DLDataType t);
 // "cpu", "cuda:1", ...
 std::string device_name(DLDevice d);
 const char* op_name(ReduceOp op);
+// "0, 1, 3"
+std::string rank_list(const std::vector<int>& ranks);
 // Integer or bool: no Avg.
 bool is_integer(DLDataType t);
 bool is_bool(DLDataType t);

@@ -44,6 +44,12 @@ std::string Communicator::step_description() const {
 
 namespace detail {
 
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
 std::string dtype_name(DLDataType t) {
   if (t.lanes == 1) {
     switch (t.code) {
@@ -119,13 +125,7 @@ size_t element_size(DLDataType t, const char* what) {
 }
 
 namespace {
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::ostringstream s;
-  s << '[';
-  for (size_t i = 0; i < ranks.size(); ++i) s << (i ? ", " : "") << ranks[i];
-  s << ']';
-  return s.str();
-}
+std::string ranks_text(const std::vector<int>& ranks) { return "[" + rank_list(ranks) + "]"; }
 std::string with_step(const std::string& step) { return step.empty() ? "" : " " + step; }
 }  // namespace
 

@@ -10,15 +10,6 @@
 #include "comm/TcpStore.hpp"
 
 namespace rh::comm::detail {
-namespace {
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out;
-}
-
-}  // namespace
 
 struct Heartbeat::Impl {
   c10::intrusive_ptr<c10d::Store> store;
@@ -95,7 +86,7 @@ std::string Heartbeat::explain_loss() {
     for (int r = 0; r < world_size_; ++r)
       if (hosts_[static_cast<size_t>(r)] == hosts_[0]) there.push_back(r);
     return "the rendezvous store at " + store_at_ + " cannot be reached: lost host " + hosts_[0] +
-           " (rank 0's, which holds the store; its ranks " + ranks_text(there) + ")";
+           " (rank 0's, which holds the store; its ranks " + rank_list(there) + ")";
   };
   std::vector<long long> before, after;
   const double wait_s = 2.5 * period_s_;
@@ -125,8 +116,8 @@ std::string Heartbeat::explain_loss() {
       if (hosts_[static_cast<size_t>(r)] == h) all.push_back(r);
     const std::vector<int>& gone = stopped[h];
     out += (out.empty() ? "" : "; ") +
-           (gone.size() == all.size() ? "lost host " + h + ": its ranks " + ranks_text(gone)
-                                      : "on host " + h + ": rank(s) " + ranks_text(gone)) +
+           (gone.size() == all.size() ? "lost host " + h + ": its ranks " + rank_list(gone)
+                                      : "on host " + h + ": rank(s) " + rank_list(gone)) +
            " stopped (no heartbeat for " + secs + " s)";
   }
   return out;

@@ -1,14 +1,13 @@
 #include "torch_services/BlasKernelCheck.hpp"
 
 #include <strings.h>
+#include <unistd.h>  // environ (g++ defines _GNU_SOURCE)
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
 #include "config/Suggest.hpp"
-
-extern char** environ;
 
 namespace rh::host {
 namespace {

@@ -12,8 +12,6 @@
 #include <cstring>
 #include <vector>
 
-extern char** environ;
-
 namespace rh::host {
 namespace {
 
