@@ -2,6 +2,7 @@
 
 #include "config/Suggest.hpp"
 #include "data/DataSchema.hpp"
+#include "model/ActivationCheckpointConfig.hpp"
 #include "model/ModelSchema.hpp"
 #include "optim/OptimSchema.hpp"
 
@@ -21,6 +22,13 @@ Schema build_job_schema() {
       {"data", map({{"train", data::loader_schema()},
                     {"val", data::loader_schema()},
                     {"test", data::loader_schema()}})},
+      {"activation_checkpoint",
+       map({{"mode", enumeration({"none", "full", "selective"}), false,
+             "none (default), full (every unit) or selective (every Nth unit)"},
+            {"selective_ac_option", string(), false, "selective: N, recompute every Nth unit"}}),
+       false,
+       "units whose forward keeps no activations and runs again in backward (torchtitan's "
+       "keys)"},
       {"optim_wrapper", optim::optim_wrapper_schema()},
       {"param_scheduler", optim::param_scheduler_schema()},
       {"auto_scale_lr", map({{"enable", boolean()}, {"base_batch_size", integer(1)}})},
@@ -140,6 +148,8 @@ std::vector<ConfigError> validate_job(const Node& root) {
   check_loop_type(root, "test_cfg", "TestLoop", "data.test, evaluated by --mode test", errors);
   check_loop_off(root, "val_cfg", "val", errors);
   check_loop_off(root, "test_cfg", "test", errors);
+  if (const Node* a = root.find("activation_checkpoint"))
+    for (auto& e : model::check_activation_checkpoint(*a)) errors.push_back(std::move(e));
   if (const Node* o = root.find("optim_wrapper"))
     for (auto& e : optim::check_optim_wrapper(*o)) errors.push_back(std::move(e));
   if (const Node* p = root.find("param_scheduler"))

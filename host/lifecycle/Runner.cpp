@@ -551,6 +551,8 @@ struct Runner::State {
                                opt.job_dir.string());
     model->to(device);
     world->sync_initial_weights(*model);
+    if (const config::Node* ac = job.find("activation_checkpoint"))
+      model::apply_activation_checkpoint(*model, *ac);
   }
 
   void wrap_model() {

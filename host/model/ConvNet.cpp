@@ -96,23 +96,19 @@ class ConvNet final : public BuiltinModel {
     }
     const bool train = training();
     int unit = 0;
-    enter_unit(unit);
-    at::Tensor x = at::relu(stem_.norm.forward(stem_.conv.forward(input), train));  // (B, w, H, W)
-    x = exit_unit(unit++, x);
-    for (const Block& block : blocks_) {
-      enter_unit(unit);
-      at::Tensor h = at::relu(block.norm1.forward(block.conv1.forward(x), train));
-      h = block.norm2.forward(block.conv2.forward(h), train);
-      const at::Tensor skip =
-          block.has_shortcut ? block.shortcut.norm.forward(block.shortcut.conv.forward(x), train)
-                             : x;
-      x = at::relu(h + skip);  // (B, w·2^s, H/2^s, W/2^s)
-      x = exit_unit(unit++, x);
-    }
-    enter_unit(unit);
-    x = head_.forward(x.mean({2, 3}));  // (B, C)
-    x = exit_unit(unit, x);
-    return x;
+    at::Tensor x = run_unit(unit++, input, [this, train](const at::Tensor& images) {
+      return at::relu(stem_.norm.forward(stem_.conv.forward(images), train));  // (B, w, H, W)
+    });
+    for (const Block& block : blocks_)
+      x = run_unit(unit++, x, [&block, train](const at::Tensor& in) {
+        at::Tensor h = at::relu(block.norm1.forward(block.conv1.forward(in), train));
+        h = block.norm2.forward(block.conv2.forward(h), train);
+        const at::Tensor skip =
+            block.has_shortcut ? block.shortcut.norm.forward(block.shortcut.conv.forward(in), train)
+                               : in;
+        return at::relu(h + skip);  // (B, w·2^s, H/2^s, W/2^s)
+      });
+    return run_unit(unit, x, [this](const at::Tensor& h) { return head_.forward(h.mean({2, 3})); });
   }
 
   Task task() const override { return Task::Classification; }

@@ -92,20 +92,17 @@ class Gpt final : public BuiltinModel {
     }
     const bool train = training();
     int unit = 0;
-    enter_unit(unit);
-    const at::Tensor positions = torch::arange(T, input.options());       // (T)
-    at::Tensor x = token_.forward(input) + position_.forward(positions);  // (B, T, D)
-    x = at::dropout(x, config_.block.dropout, train);
-    x = exit_unit(unit++, x);
-    for (const TransformerBlock& block : blocks_) {
-      enter_unit(unit);
-      x = block.forward(x, train);
-      x = exit_unit(unit++, x);
-    }
-    enter_unit(unit);
-    x = at::linear(head_norm_.forward(x), head_weight_);  // (B, T, V)
-    x = exit_unit(unit, x);
-    return x;
+    at::Tensor x = run_unit(unit++, input, [this, T, train](const at::Tensor& ids) {
+      const at::Tensor positions = torch::arange(T, ids.options());       // (T)
+      at::Tensor e = token_.forward(ids) + position_.forward(positions);  // (B, T, D)
+      return at::dropout(e, config_.block.dropout, train);
+    });
+    for (const TransformerBlock& block : blocks_)
+      x = run_unit(unit++, x,
+                   [&block, train](const at::Tensor& h) { return block.forward(h, train); });
+    return run_unit(unit, x, [this](const at::Tensor& h) {
+      return at::linear(head_norm_.forward(h), head_weight_);  // (B, T, V)
+    });
   }
 
   Task task() const override { return Task::LanguageModel; }

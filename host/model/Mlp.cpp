@@ -65,15 +65,11 @@ class Mlp final : public BuiltinModel {
     }
     at::Tensor x = input;  // (B, F)
     int unit = 0;
-    for (const Linear& layer : layers_) {
-      enter_unit(unit);
-      x = at::dropout(activate(layer.forward(x)), config_.dropout, training());
-      x = exit_unit(unit++, x);
-    }
-    enter_unit(unit);
-    x = head_.forward(x);  // (B, C)
-    x = exit_unit(unit, x);
-    return x;
+    for (const Linear& layer : layers_)
+      x = run_unit(unit++, x, [this, &layer](const at::Tensor& h) {
+        return at::dropout(activate(layer.forward(h)), config_.dropout, training());
+      });
+    return run_unit(unit, x, [this](const at::Tensor& h) { return head_.forward(h); });  // (B, C)
   }
 
   Task task() const override { return Task::Classification; }

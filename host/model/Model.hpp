@@ -65,8 +65,29 @@ class Model {
     unit_callback_ = std::move(cb);
     pre_backward_ = pre_backward;
   }
+  // Activation checkpointing (the job's activation_checkpoint): the units,
+  // by index, whose forward keeps no activations and runs again in backward
+  // (ActivationCheckpoint.cpp); all false, or empty, keeps every activation.
+  // A model whose forward is opaque (TorchScript) recomputes its whole
+  // forward as one piece when any unit is set.
+  void set_recomputed_units(std::vector<bool> units);
+  const std::vector<bool>& recomputed_units() const { return recomputed_; }
+  // True when the model runs its units one by one (the built-in models), so
+  // that any subset can recompute; false for an opaque forward.
+  virtual bool units_run_separately() const { return true; }
 
  protected:
+  using UnitBody = std::function<at::Tensor(const at::Tensor&)>;
+  // One unit's forward: enter_unit, `body(x)`, exit_unit. With grad mode on
+  // and the unit recomputed, body runs without keeping its activations and
+  // again in backward, its random numbers (dropout) and autocast as they
+  // were (ActivationCheckpoint.cpp). `body` is kept for the backward: it
+  // must capture nothing by reference that ends with the forward.
+  at::Tensor run_unit(int unit, const at::Tensor& x, const UnitBody& body);
+  // body(x) recomputed in backward, for the whole trainable model (an opaque
+  // forward).
+  at::Tensor run_recomputed(const at::Tensor& x, const UnitBody& body);
+
   void enter_unit(int unit) {
     if (unit_callback_) unit_callback_(unit, UnitPhase::PreForward);
   }
@@ -85,8 +106,17 @@ class Model {
   }
 
  private:
+  // The trainable parameters `body` of a unit uses (its own and the shared
+  // ones), and each unit's buffers, found at the first recomputed forward.
+  const std::vector<at::Tensor>& unit_params(int unit);
   UnitCallback unit_callback_;
   bool pre_backward_ = true;
+  std::vector<bool> recomputed_;
+  std::vector<std::vector<at::Tensor>> unit_params_;
+  std::vector<at::Tensor> all_params_;
+  std::vector<std::vector<at::Tensor>> unit_buffers_;
+  std::vector<at::Tensor> all_buffers_;
+  bool resolved_ = false;
 };
 
 // Builds the model of a validated `model:` subtree (see ModelSchema.hpp).
@@ -97,6 +127,11 @@ class Model {
 // `model.frozen` is applied here (see freeze()).
 std::unique_ptr<Model> build_model(const config::Node& cfg, uint64_t seed,
                                    const std::string& job_dir);
+
+// The job's activation_checkpoint section (ActivationCheckpointConfig.hpp):
+// sets the units that recompute in backward, and logs which. selective on a
+// model with an opaque forward (TorchScript) is a ConfigError naming the key.
+void apply_activation_checkpoint(Model& model, const config::Node& section);
 
 // model.frozen: every parameter whose name is a prefix of the list, or starts
 // with "<prefix>.", gets requires_grad false (no optimizer state, no

@@ -76,7 +76,13 @@ class TorchScriptModel final : public Model {
   at::Tensor forward(const at::Tensor& input) override {
     const int count = static_cast<int>(units_.size());
     for (int unit = 0; unit < count; ++unit) enter_unit(unit);
-    at::Tensor output = module_.forward({input}).toTensor();
+    // Activation checkpointing: the forward is opaque, so it recomputes as
+    // one piece (the units are not run one by one).
+    const auto& recomputed = recomputed_units();
+    const auto run = [this](const at::Tensor& x) { return module_.forward({x}).toTensor(); };
+    at::Tensor output = std::find(recomputed.begin(), recomputed.end(), true) != recomputed.end()
+                            ? run_recomputed(input, run)
+                            : run(input);
     // Opaque: every unit's PRE_BACKWARD fires on the output's gradient, in
     // unit order, before any of the module's backward runs.
     for (int unit = 0; unit < count; ++unit) output = exit_unit(unit, output);
@@ -87,6 +93,8 @@ class TorchScriptModel final : public Model {
     }
     return output;
   }
+
+  bool units_run_separately() const override { return false; }
 
   std::vector<NamedTensor> named_parameters() override {
     std::vector<NamedTensor> params;

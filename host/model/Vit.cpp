@@ -96,20 +96,18 @@ class Vit final : public BuiltinModel {
     const bool train = training();
     const int64_t B = input.size(0);
     int unit = 0;
-    enter_unit(unit);
-    at::Tensor x = patch_.forward(input).flatten(2).transpose(1, 2);           // (B, N, D)
-    x = at::cat({cls_token_.expand({B, 1, c.block.dim}), x}, 1) + pos_embed_;  // (B, N+1, D)
-    x = at::dropout(x, c.block.dropout, train);
-    x = exit_unit(unit++, x);
-    for (const TransformerBlock& block : blocks_) {
-      enter_unit(unit);
-      x = block.forward(x, train);
-      x = exit_unit(unit++, x);
-    }
-    enter_unit(unit);
-    x = head_.forward(head_norm_.forward(x.select(1, 0)));  // (B, C)
-    x = exit_unit(unit, x);
-    return x;
+    at::Tensor x = run_unit(unit++, input, [this, B, train](const at::Tensor& images) {
+      at::Tensor p = patch_.forward(images).flatten(2).transpose(1, 2);  // (B, N, D)
+      p = at::cat({cls_token_.expand({B, 1, config_.block.dim}), p}, 1) +
+          pos_embed_;  // (B, N+1, D)
+      return at::dropout(p, config_.block.dropout, train);
+    });
+    for (const TransformerBlock& block : blocks_)
+      x = run_unit(unit++, x,
+                   [&block, train](const at::Tensor& h) { return block.forward(h, train); });
+    return run_unit(unit, x, [this](const at::Tensor& h) {
+      return head_.forward(head_norm_.forward(h.select(1, 0)));  // (B, C)
+    });
   }
 
   Task task() const override { return Task::Classification; }

@@ -99,7 +99,7 @@ class AutocastScope {
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
- private:
+  // This thread's autocast setting for a device type.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
   static bool enabled(c10::DeviceType t) { return at::autocast::is_autocast_enabled(t); }
   static at::ScalarType get_dtype(c10::DeviceType t) { return at::autocast::get_autocast_dtype(t); }
@@ -125,6 +125,8 @@ class AutocastScope {
     }
   }
 #endif
+
+ private:
   c10::DeviceType device_type_;
   bool was_enabled_ = false;
   at::ScalarType was_dtype_ = at::kFloat;
