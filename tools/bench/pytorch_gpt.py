@@ -14,6 +14,9 @@ Modes (what a PyTorch user writes):
   sdpa       float32, F.scaled_dot_product_attention (is_causal)
   sdpa_bf16  sdpa under torch.autocast(bfloat16): AMP without a scaler
 --sync reads the loss every step (loss.item()), as a loop that logs it does.
+--checkpoint recomputes every unit in backward (the embeddings, each block,
+the head: torch.utils.checkpoint, non-reentrant; what runner-host's
+activation_checkpoint {mode: full} recomputes).
 
   python3 pytorch_gpt.py --block 256 --dim 768 --depth 12 --heads 12 --batch 32 --mode sdpa_bf16
 """
@@ -40,6 +43,8 @@ def main():
     a.add_argument("--warmup", type=int, default=10)
     a.add_argument("--steps", type=int, default=40)
     a.add_argument("--device", default="cuda")
+    a.add_argument("--checkpoint", action="store_true",
+                   help="recompute every unit in backward (torch.utils.checkpoint)")
     a.add_argument("--sync", action="store_true",
                    help="read the loss every step (loss.item(), as a loop that logs it)")
     args = a.parse_args()
@@ -79,11 +84,23 @@ def main():
             self.blocks = nn.ModuleList(Block() for _ in range(args.depth))
             self.norm, self.fc = nn.LayerNorm(D), nn.Linear(D, V, bias=False)
 
-        def forward(self, ids):
-            x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
-            for block in self.blocks:
-                x = block(x)
+        def embed(self, ids):
+            return self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
+
+        def head(self, x):
             return self.fc(self.norm(x))
+
+        def forward(self, ids):
+            if not args.checkpoint:
+                x = self.embed(ids)
+                for block in self.blocks:
+                    x = block(x)
+                return self.head(x)
+            from torch.utils.checkpoint import checkpoint
+            x = checkpoint(self.embed, ids, use_reentrant=False)
+            for block in self.blocks:
+                x = checkpoint(block, x, use_reentrant=False)
+            return checkpoint(self.head, x, use_reentrant=False)
 
     if os.environ.get("OMP_NUM_THREADS"):  # as the distributed peers do
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -127,7 +144,7 @@ def main():
         median = 1e3 * (steps[n // 2] if n % 2 else (steps[n // 2 - 1] + steps[n // 2]) / 2)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         cpu = f" median_ms {median:.2f} rss_mb {rss:.0f}"
-    print(f"pytorch_gpt {args.mode}{'_sync' if args.sync else ''} ms_per_step {ms:.2f} peak_mib {peak:.0f}{cpu}")
+    print(f"pytorch_gpt {args.mode}{'_sync' if args.sync else ''}{'_checkpoint' if args.checkpoint else ''} ms_per_step {ms:.2f} peak_mib {peak:.0f}{cpu}")
 
 
 if __name__ == "__main__":

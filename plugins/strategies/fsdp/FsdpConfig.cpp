@@ -83,6 +83,17 @@ FsdpConfig FsdpConfig::from_config(const rh::Config& cfg) {
     if (w.kind() != RH_CONFIG_MAP) fail(w, "expected a map {min_params: N}");
     c.min_params = non_negative(w, "min_params", 0);
   }
+  // MMEngine's FSDPStrategy(activation_checkpointing=dict(check_fn=...)):
+  // check_fn names a Python function (MMEngine's FUNCTIONS registry) that
+  // picks the modules to wrap. runner-host recomputes whole units, for every
+  // strategy, as the job's activation_checkpoint says; null asks for nothing.
+  if (const rh::Config ac = cfg.child("activation_checkpointing");
+      ac.present() && ac.kind() != RH_CONFIG_NULL)
+    fail(ac,
+         "MMEngine's activation_checkpointing picks modules with check_fn, a Python function "
+         "runner-host cannot call; runner-host recomputes whole units under every strategy: "
+         "write the job's top-level activation_checkpoint: {mode: full} (every unit) or "
+         "{mode: selective, selective_ac_option: N} (every Nth unit) instead");
   if (const rh::Config ig = cfg.child("ignored_modules");
       ig.present() && ig.kind() != RH_CONFIG_NULL) {
     if (ig.kind() != RH_CONFIG_SEQUENCE) fail(ig, "expected a list of module paths");

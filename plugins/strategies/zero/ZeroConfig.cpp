@@ -293,8 +293,10 @@ class Validator {
       if (c->is_null()) continue;
       if (key == "number_checkpoints" || c->as_bool())
         c->fail(c->written() +
-                " asks for DeepSpeed's activation checkpointing, which runner-host's zero "
-                "strategy does not implement (the models keep their activations): remove it");
+                " asks for DeepSpeed's activation checkpointing (deepspeed.checkpointing, "
+                "which a model's Python code calls), which runner-host's zero strategy does "
+                "not implement: remove it; the job's top-level activation_checkpoint: {mode: "
+                "full} recomputes every unit under any strategy");
     }
   }
 

@@ -610,6 +610,12 @@ INSTANTIATE_TEST_SUITE_P(
                       "strategy.backward_prefetch: must be >= 0"},
         BadFsdpConfig{"bad_state_dict_type", "{type: fsdp, state_dict_type: local}",
                       "strategy.state_dict_type: expected full or sharded, got 'local'"},
+        BadFsdpConfig{"mmengine_activation_checkpointing",
+                      "{type: FSDPStrategy, activation_checkpointing: {check_fn: CustomCheckFn}}",
+                      "strategy.activation_checkpointing: MMEngine's activation_checkpointing "
+                      "picks modules with check_fn, a Python function runner-host cannot call; "
+                      "runner-host recomputes whole units under every strategy: write the job's "
+                      "top-level activation_checkpoint: {mode: full}"},
         BadFsdpConfig{"unknown_key", "{type: fsdp, cpu_offload: true}", "strategy.cpu_offload"}),
     [](const auto& info) { return info.param.name; });
 

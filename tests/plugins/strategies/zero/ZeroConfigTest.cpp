@@ -571,9 +571,12 @@ TEST(ZeroConfigTest, AValueAskingForWhatZeroDoesIsAcceptedAndAnyOtherRefused) {
   EXPECT_TRUE(config::unknown_keys(off.strategy(), {"type", "plugin"}, "strategy 'zero'").empty());
   EXPECT_THAT(yaml_error(s3 + "  amp: {enabled: true}\n"),
               HasSubstr("strategy.amp.enabled: true asks for NVIDIA Apex AMP (use fp16 or bf16)"));
-  EXPECT_THAT(yaml_error(s3 + "  activation_checkpointing: {partition_activations: true}\n"),
-              HasSubstr("strategy.activation_checkpointing.partition_activations: true asks for "
-                        "DeepSpeed's activation checkpointing"));
+  const std::string ac =
+      yaml_error(s3 + "  activation_checkpointing: {partition_activations: true}\n");
+  EXPECT_THAT(ac, HasSubstr("strategy.activation_checkpointing.partition_activations: true asks "
+                            "for DeepSpeed's activation checkpointing"));
+  EXPECT_THAT(ac, HasSubstr("the job's top-level activation_checkpoint: {mode: full} recomputes "
+                            "every unit under any strategy"));
   // The same rule in a DeepSpeed file, pointing into it.
   EXPECT_EQ(json_error("{\"zero_optimization\": {\"stage\": 3,\n  \"cpu_offload\": true}}"),
             "ds.json:2:18: zero_optimization.cpu_offload: true asks for CPU offload of the "
