@@ -116,7 +116,10 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
   const auto model_units = static_cast<int32_t>(api_->Model_NumUnits(model_));
   std::vector<rh_ParamInfo> infos(n);
   names_.resize(n);
-  std::vector<at::Tensor> initial(n);  // float32 values before any cast
+  // The parameters' float32 values, borrowed, not copied (a copy of the
+  // whole model would raise every rank's peak by 4 bytes a parameter): valid
+  // until the param_dtype cast replaces them, after the masters are made.
+  std::vector<at::Tensor> initial(n);
   std::vector<char> managed(n, 0), ignored_used(cfg_.ignored_modules.size(), 0);
   for (size_t i = 0; i < n; ++i) {
     infos[i] = param_info(i);
@@ -139,7 +142,7 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
     slot_of_.push_back(tied || infos[i].unit < 0 || infos[i].unit >= model_units ? -1
                                                                                  : infos[i].unit);
     if (managed[i])
-      initial[i] = p.detach().clone();
+      initial[i] = p.detach();
     else
       unmanaged_numel_ += p.numel();
   }
@@ -155,15 +158,6 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
   if (units_.empty())
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                         "strategy 'fsdp': the model has no trainable parameter to shard");
-  // Working precision for every parameter, before any callback exists.
-  if (param_dtype_ != at::kFloat)
-    for (size_t i = 0; i < n; ++i) {
-      at::Tensor p = rh::borrow_tensor(param_info(i).data);
-      DLManagedTensor* dl = rh::export_tensor(p.to(param_dtype_).contiguous());
-      rh_Error* err = api_->Model_SetParamData(model_, i, dl);
-      if (err) dl->deleter(dl);
-      rh::check(host_, err);
-    }
   device_ = rh::borrow_tensor(param_info(units_.front().members.front().param).data).device();
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
   int64_t largest = 0;
@@ -175,6 +169,16 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
     largest_unit_numel_ =
         u.persistent ? largest_unit_numel_ : std::max(largest_unit_numel_, u.numel);
   }
+  initial.clear();
+  // Working precision for every parameter, before any callback exists.
+  if (param_dtype_ != at::kFloat)
+    for (size_t i = 0; i < n; ++i) {
+      at::Tensor p = rh::borrow_tensor(param_info(i).data);
+      DLManagedTensor* dl = rh::export_tensor(p.to(param_dtype_).contiguous());
+      rh_Error* err = api_->Model_SetParamData(model_, i, dl);
+      if (err) dl->deleter(dl);
+      rh::check(host_, err);
+    }
   grad_pool_.configure(largest, f32.dtype(reduce_dtype_));
   gather_pool_.configure(largest, f32.dtype(param_dtype_));
   if (alias_) share_masters();  // and each gradient taken as it is ready

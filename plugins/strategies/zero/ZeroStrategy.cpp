@@ -104,7 +104,11 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
   unit_of_.assign(n, 0);
   std::vector<size_t> trainable;
   std::vector<char> tied(n, 0);
-  std::vector<at::Tensor> initial(n);  // float32 values before any cast
+  // The parameters' float32 values, borrowed (no copy: a copy of the whole
+  // model, freed after, would raise the peak of every rank by 4 bytes a
+  // parameter): valid until the working-precision cast replaces them, after
+  // the masters are made from them.
+  std::vector<at::Tensor> initial(n);
   for (size_t i = 0; i < n; ++i) {
     rh_ParamInfo info = param_info(i);
     names_[i].assign(info.name.data, info.name.size);
@@ -120,7 +124,7 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
     all_param_numel_ += p.numel();
     if (info.requires_grad) {
       trainable.push_back(i);
-      initial[i] = p.detach().clone();
+      initial[i] = p.detach();
     } else {
       untracked_numel_ += p.numel();
     }
@@ -132,16 +136,6 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
   const UnitSizes sizes = resolve_sizes(trainable);
   build_groups(trainable, tied);
   warn_about_written_sizes(sizes);
-  // Working precision: every parameter (frozen ones too: the forward
-  // mixes them) in bf16 / fp16, before any callback is registered.
-  if (working_ != at::kFloat)
-    for (size_t i = 0; i < n; ++i) {
-      at::Tensor p = rh::borrow_tensor(param_info(i).data);
-      DLManagedTensor* dl = rh::export_tensor(p.to(working_).contiguous());
-      rh_Error* err = api_->Model_SetParamData(model_, i, dl);
-      if (err) dl->deleter(dl);
-      rh::check(host_, err);
-    }
   const at::Device device = rh::borrow_tensor(param_info(trainable.front()).data).device();
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
   int64_t largest = 0;
@@ -155,6 +149,17 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
     g.grad = at::zeros({g.chunk}, f32);
     master_from(g, [&](const Member& m) { return initial[m.param].reshape({-1}); });
   }
+  initial.clear();
+  // Working precision: every parameter (frozen ones too: the forward
+  // mixes them) in bf16 / fp16, before any callback is registered.
+  if (working_ != at::kFloat)
+    for (size_t i = 0; i < n; ++i) {
+      at::Tensor p = rh::borrow_tensor(param_info(i).data);
+      DLManagedTensor* dl = rh::export_tensor(p.to(working_).contiguous());
+      rh_Error* err = api_->Model_SetParamData(model_, i, dl);
+      if (err) dl->deleter(dl);
+      rh::check(host_, err);
+    }
   if (alias_) share_masters();
   for (size_t i : trainable)
     rh::check(host_,
