@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds runner-host into build/ (override with RH_BUILD_DIR).
 # Extra arguments go to the CMake configure step. RH_BUILD_TARGET names one
-# target to build (tools/quickstart.sh: rh_runtime, the host and the shipped
-# plugins); unset, everything is built, tests included.
+# target to build (tools/quickstart.sh: rh_quickstart, the host and the
+# plugins configs/quickstart.yaml loads; rh_runtime: every shipped plugin);
+# unset, everything is built, tests included.
 # RH_TORCH=system|python|auto (default auto) picks the LibTorch: Debian's
 # 1.13, or on a GPU machine the one in python3's torch with the nvidia-nccl
 # wheel's NCCL (tools/rh_torch.sh says when auto picks which). The pick is
