@@ -122,7 +122,9 @@ for d, dirs, files in os.walk(root):
             path = os.path.realpath(os.path.join(d, name))
             if path not in covered and include_re.search(open(path, errors="replace").read()):
                 extra.append(path)
-template = next(e for e in torch if e["file"].endswith("/SingleStrategy.cpp"))
+# A plugin's compile command (the single strategy's: its unity file, or the
+# file itself without the unity build).
+template = next(e for e in torch if "/rh_strategy_single.dir/" in e["command"])
 for path in sorted(extra):
     args = shlex.split(template["command"])
     args[args.index("-c") + 1] = path
