@@ -103,6 +103,8 @@ class AutocastScope {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
   static bool enabled(c10::DeviceType t) { return at::autocast::is_autocast_enabled(t); }
   static at::ScalarType get_dtype(c10::DeviceType t) { return at::autocast::get_autocast_dtype(t); }
+
+ private:
   static void set(c10::DeviceType t, bool on, at::ScalarType dtype) {
     at::autocast::set_autocast_dtype(t, dtype);
     at::autocast::set_autocast_enabled(t, on);
@@ -115,6 +117,8 @@ class AutocastScope {
     return t == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
                                       : at::autocast::get_autocast_cpu_dtype();
   }
+
+ private:
   static void set(c10::DeviceType t, bool on, at::ScalarType dtype) {
     if (t == c10::DeviceType::CUDA) {
       at::autocast::set_autocast_gpu_dtype(dtype);
@@ -125,8 +129,6 @@ class AutocastScope {
     }
   }
 #endif
-
- private:
   c10::DeviceType device_type_;
   bool was_enabled_ = false;
   at::ScalarType was_dtype_ = at::kFloat;
