@@ -35,7 +35,7 @@ std::pair<at::Tensor, at::Tensor> draw_weights(ParamRegistry& reg, at::IntArrayR
       weight = reg.normal(shape, init.std);
       break;
   }
-  if (bias_size > 0) bias = torch::zeros({bias_size});
+  if (bias_size > 0) bias = reg.zeros({bias_size});
   return {weight, bias};
 }
 
@@ -90,13 +90,13 @@ Norm2d make_norm2d(ParamRegistry& reg, const std::string& name, NormKind kind, i
   Norm2d norm;
   norm.kind = kind;
   if (kind == NormKind::None) return norm;
-  norm.weight = reg.add_parameter(name + ".weight", torch::ones({channels}));
-  norm.bias = reg.add_parameter(name + ".bias", torch::zeros({channels}));
+  norm.weight = reg.add_parameter(name + ".weight", reg.ones({channels}));
+  norm.bias = reg.add_parameter(name + ".bias", reg.zeros({channels}));
   if (kind == NormKind::Batch) {
-    norm.running_mean = reg.add_buffer(name + ".running_mean", torch::zeros({channels}));
-    norm.running_var = reg.add_buffer(name + ".running_var", torch::ones({channels}));
+    norm.running_mean = reg.add_buffer(name + ".running_mean", reg.zeros({channels}));
+    norm.running_var = reg.add_buffer(name + ".running_var", reg.ones({channels}));
     norm.num_batches_tracked =
-        reg.add_buffer(name + ".num_batches_tracked", torch::zeros({}, torch::kLong));
+        reg.add_buffer(name + ".num_batches_tracked", reg.zeros({}, torch::kLong));
   } else {
     norm.groups = std::gcd(channels, kMaxGroups);
   }
@@ -109,8 +109,8 @@ at::Tensor LayerNorm::forward(const at::Tensor& x) const {
 
 LayerNorm make_layer_norm(ParamRegistry& reg, const std::string& name, int64_t dim) {
   LayerNorm norm;
-  norm.weight = reg.add_parameter(name + ".weight", torch::ones({dim}));
-  norm.bias = reg.add_parameter(name + ".bias", torch::zeros({dim}));
+  norm.weight = reg.add_parameter(name + ".weight", reg.ones({dim}));
+  norm.bias = reg.add_parameter(name + ".bias", reg.zeros({dim}));
   return norm;
 }
 

@@ -127,6 +127,11 @@ class Model {
 // `model.frozen` is applied here (see freeze()).
 std::unique_ptr<Model> build_model(const config::Node& cfg, uint64_t seed,
                                    const std::string& job_dir);
+// The same model with every tensor on the meta device: names, shapes,
+// dtypes, units, buffers and model.frozen as build_model() makes them, no
+// storage and no initial values (`--estimate-memory` reads a model it must
+// not allocate).
+std::unique_ptr<Model> build_model_shapes(const config::Node& cfg, const std::string& job_dir);
 
 // The job's activation_checkpoint section (ActivationCheckpointConfig.hpp):
 // sets the units that recompute in backward, and logs which. selective on a

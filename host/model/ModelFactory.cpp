@@ -8,6 +8,7 @@
 #include "config/Schema.hpp"
 #include "model/ModelBuilders.hpp"
 #include "model/ModelSchema.hpp"
+#include "model/ParamRegistry.hpp"
 
 namespace rh::model {
 
@@ -28,6 +29,11 @@ std::unique_ptr<Model> build_model(const config::Node& cfg, uint64_t seed,
   std::unique_ptr<Model> model = builders.at(cfg.find("type")->scalar())(cfg);
   if (const config::Node* frozen = cfg.find("frozen")) freeze(*model, *frozen);
   return model;
+}
+
+std::unique_ptr<Model> build_model_shapes(const config::Node& cfg, const std::string& job_dir) {
+  const ParamRegistry::ShapesOnlyScope shapes_only;
+  return build_model(cfg, /*seed=*/0, job_dir);  // nothing is drawn: the seed is not used
 }
 
 void freeze(Model& model, const config::Node& prefixes) {

@@ -7,7 +7,17 @@
 
 namespace rh::model {
 
-ParamRegistry::ParamRegistry(uint64_t seed) : generator_(at::detail::createCPUGenerator(seed)) {}
+namespace {
+thread_local bool shapes_only = false;
+}  // namespace
+
+ParamRegistry::ShapesOnlyScope::ShapesOnlyScope() : outer_(shapes_only) { shapes_only = true; }
+ParamRegistry::ShapesOnlyScope::~ShapesOnlyScope() { shapes_only = outer_; }
+bool ParamRegistry::ShapesOnlyScope::active() { return shapes_only; }
+
+ParamRegistry::ParamRegistry(uint64_t seed)
+    : generator_(at::detail::createCPUGenerator(seed)),
+      device_(shapes_only ? at::kMeta : at::kCPU) {}
 
 void ParamRegistry::begin_unit(const std::string& name) { units_.push_back(Unit{name, {}, {}}); }
 
@@ -33,12 +43,23 @@ at::Tensor ParamRegistry::add_buffer(const std::string& name, at::Tensor value) 
   return value;
 }
 
+// On the meta device nothing is drawn, and the generator is left as it is.
 at::Tensor ParamRegistry::uniform(at::IntArrayRef shape, double bound) {
-  return torch::empty(shape, torch::kFloat).uniform_(-bound, bound, generator_);
+  at::Tensor t = torch::empty(shape, torch::TensorOptions(torch::kFloat).device(device_));
+  return device_.is_meta() ? t : t.uniform_(-bound, bound, generator_);
 }
 
 at::Tensor ParamRegistry::normal(at::IntArrayRef shape, double std) {
-  return torch::empty(shape, torch::kFloat).normal_(0.0, std, generator_);
+  at::Tensor t = torch::empty(shape, torch::TensorOptions(torch::kFloat).device(device_));
+  return device_.is_meta() ? t : t.normal_(0.0, std, generator_);
+}
+
+at::Tensor ParamRegistry::zeros(at::IntArrayRef shape, at::ScalarType dtype) {
+  return torch::zeros(shape, torch::TensorOptions(dtype).device(device_));
+}
+
+at::Tensor ParamRegistry::ones(at::IntArrayRef shape) {
+  return torch::ones(shape, torch::TensorOptions(torch::kFloat).device(device_));
 }
 
 void ParamRegistry::to(const at::Device& device) {

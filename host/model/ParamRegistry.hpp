@@ -18,10 +18,16 @@
 // gives bitwise-identical initial values whatever else used the global RNG,
 // and building a model leaves the global RNG untouched. Values are drawn on
 // the CPU, in registration order.
+//
+// Shapes only: while a ShapesOnlyScope lives on this thread, a new registry
+// makes every tensor on the meta device (names, shapes, dtypes and units,
+// no storage, nothing drawn): what `--estimate-memory` reads of a model it
+// must not allocate (build_model_shapes, Model.hpp).
 #pragma once
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <string>
@@ -46,9 +52,26 @@ class ParamRegistry {
   // Registers a buffer (batch-norm running statistics); not in any unit.
   at::Tensor add_buffer(const std::string& name, at::Tensor value);
 
-  // Initial values, float32 on the CPU, drawn from this registry's generator.
+  // Initial values, float32 on the CPU (meta, shapes only), drawn from
+  // this registry's generator.
   at::Tensor uniform(at::IntArrayRef shape, double bound);  // U(-bound, bound)
   at::Tensor normal(at::IntArrayRef shape, double std);     // N(0, std²)
+  at::Tensor zeros(at::IntArrayRef shape, at::ScalarType dtype = at::kFloat);
+  at::Tensor ones(at::IntArrayRef shape);
+
+  // Registries made while one lives on this thread hold meta tensors.
+  class ShapesOnlyScope {
+   public:
+    ShapesOnlyScope();
+    ~ShapesOnlyScope();
+    ShapesOnlyScope(const ShapesOnlyScope&) = delete;
+    ShapesOnlyScope& operator=(const ShapesOnlyScope&) = delete;
+    // Whether one lives on this thread (TorchScript loads its module to meta).
+    static bool active();
+
+   private:
+    bool outer_;
+  };
 
   const std::vector<NamedTensor>& parameters() const { return parameters_; }
   const std::vector<NamedTensor>& buffers() const { return buffers_; }
@@ -61,6 +84,7 @@ class ParamRegistry {
   void check_new_name(const std::string& name) const;
 
   at::Generator generator_;
+  at::Device device_;                    // the CPU, or meta (ShapesOnlyScope)
   std::vector<NamedTensor> parameters_;  // registration order
   std::vector<NamedTensor> buffers_;
   std::vector<Unit> units_;

@@ -19,6 +19,7 @@
 
 #include "model/ConfigFields.hpp"
 #include "model/ModelBuilders.hpp"
+#include "model/ParamRegistry.hpp"
 
 // jit/codegen/fuser/interface.h is not among LibTorch's installed headers;
 // libtorch_cpu exports both functions (TORCH_API) with this signature in
@@ -148,7 +149,13 @@ std::unique_ptr<Model> make_torchscript(const config::Node& node, const std::str
   } else {
     try {
       train_without_cpu_fusion();
-      return std::make_unique<TorchScriptModel>(torch::jit::load(resolved), task, num_classes);
+      // Shapes only (build_model_shapes): the module's tensors go to the
+      // meta device as they are read, so no storage is kept.
+      const c10::optional<at::Device> device = ParamRegistry::ShapesOnlyScope::active()
+                                                   ? c10::optional<at::Device>(at::kMeta)
+                                                   : c10::nullopt;
+      return std::make_unique<TorchScriptModel>(torch::jit::load(resolved, device), task,
+                                                num_classes);
     } catch (const c10::Error& e) {
       reason = e.what_without_backtrace();
     } catch (const std::exception& e) {

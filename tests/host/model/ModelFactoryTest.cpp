@@ -110,6 +110,36 @@ TEST_P(ModelContractTest, SameSeedGivesBitwiseEqualWeights) {
   EXPECT_EQ(any_differs, GetParam().seeded);
 }
 
+// build_model_shapes (--estimate-memory): the same tensors as build_model,
+// every one on the meta device (no storage), and model.frozen applied.
+TEST_P(ModelContractTest, ShapesOnlyHasTheSameTensorsWithoutStorage) {
+  const std::string frozen = "\nfrozen: [" + GetParam().units.back() + "]";
+  auto real = build(GetParam().yaml + frozen, 0, job_dir());
+  torch::manual_seed(5);
+  const at::Tensor expected = torch::rand({4});
+  torch::manual_seed(5);
+  auto shapes = build_model_shapes(*model_config(GetParam().yaml + frozen), job_dir());
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected)) << "the global RNG was used";
+  EXPECT_EQ(unit_names(*shapes), unit_names(*real));
+  for (const auto& [real_list, shape_list] :
+       {std::make_pair(real->named_parameters(), shapes->named_parameters()),
+        std::make_pair(real->named_buffers(), shapes->named_buffers())}) {
+    ASSERT_EQ(shape_list.size(), real_list.size());
+    for (size_t i = 0; i < real_list.size(); ++i) {
+      const at::Tensor& r = real_list[i].tensor;
+      const at::Tensor& m = shape_list[i].tensor;
+      EXPECT_EQ(shape_list[i].name, real_list[i].name);
+      EXPECT_TRUE(m.is_meta()) << shape_list[i].name;
+      EXPECT_EQ(m.sizes(), r.sizes()) << shape_list[i].name;
+      EXPECT_EQ(m.scalar_type(), r.scalar_type()) << shape_list[i].name;
+      EXPECT_EQ(m.requires_grad(), r.requires_grad()) << shape_list[i].name;
+    }
+  }
+  // The scope ends with the call: the next model has storage again.
+  for (const NamedTensor& p : build(GetParam().yaml, 0, job_dir())->named_parameters())
+    EXPECT_FALSE(p.tensor.is_meta()) << p.name;
+}
+
 TEST_P(ModelContractTest, BuildingLeavesTheGlobalRngAlone) {
   torch::manual_seed(5);
   const at::Tensor expected = torch::rand({4});
