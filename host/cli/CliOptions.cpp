@@ -26,6 +26,10 @@ po::options_description describe() {
       ("mode", po::value<std::string>()->value_name("MODE"),
        "train (default), val or test: val/test evaluate load_from or the resumed checkpoint, no optimizer")
       ("dry-run", "validate the job and create every plugin component, then exit; builds and writes nothing")
+      ("estimate-memory",
+       "print what each rank would keep (parameters, gradients, optimizer state, masters, "
+       "communication buffers) for --nproc-per-node x --nnodes ranks, then exit; the model is "
+       "not allocated and nothing is launched")
       ("log-level", po::value<std::string>()->value_name("LEVEL"), "trace, debug, info, warn or error")
       ("nproc-per-node", po::value<int>()->value_name("N"),
        "start N worker processes on this node, one per local rank (default 1)")
@@ -74,6 +78,7 @@ std::string cli_help() {
       << "  runner-host --config job.yaml --dry-run\n"
       << "  runner-host --config job.yaml --mode val --set load_from=work_dirs/job/epoch_10\n"
       << "  runner-host --config job.yaml --print-config\n"
+      << "  runner-host --config job.yaml --estimate-memory --nproc-per-node 4\n"
       << "  runner-host --list-plugins --plugin-path ./my_plugins\n"
       << "  runner-host --config job.yaml --nproc-per-node 2\n"
       << "  runner-host --config job.yaml --nproc-per-node 8 --nnodes 2 --node-rank 0 "
@@ -108,6 +113,7 @@ CliOptions parse_cli(int argc, const char* const* argv) {
   o.print_config = vm.count("print-config") > 0;
   o.print_param_groups = vm.count("print-param-groups") > 0;
   o.dry_run = vm.count("dry-run") > 0;
+  o.estimate_memory = vm.count("estimate-memory") > 0;
   if (vm.count("mode")) o.mode = vm["mode"].as<std::string>();
   if (o.mode != "train" && o.mode != "val" && o.mode != "test")
     throw std::runtime_error("--mode: expected train, val or test, got '" + o.mode + "'");

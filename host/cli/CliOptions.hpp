@@ -15,6 +15,7 @@ struct CliOptions {
   bool print_config = false;
   bool print_param_groups = false;  // --print-param-groups
   bool dry_run = false;
+  bool estimate_memory = false;  // --estimate-memory (with --nproc-per-node, --nnodes)
   std::string mode = "train";            // --mode train|val|test
   std::optional<std::string> log_level;  // --log-level overrides the job's
   bool version = false;

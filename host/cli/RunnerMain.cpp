@@ -27,6 +27,7 @@
 #include "launch/StopSignal.hpp"
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/JobComponents.hpp"
+#include "lifecycle/MemoryEstimate.hpp"
 #include "lifecycle/Runner.hpp"
 #include "torch_services/BlasCheck.hpp"
 #include "torch_services/BlasKernelCheck.hpp"
@@ -205,6 +206,17 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
     components = lifecycle::create_components(factory, *job.root);
   } catch (const std::exception& e) {
     return fail(kExitInvalid, e.what());
+  }
+  if (opts.estimate_memory) {
+    const lifecycle::MemoryEstimateOptions o{opts.nproc_per_node * opts.nnodes,
+                                             opts.nproc_per_node};
+    try {
+      lifecycle::print_memory_estimate(
+          lifecycle::estimate_memory(*job.root, *job_dir, *components.strategy, o), o, std::cout);
+    } catch (const std::exception& e) {
+      return fail(kExitInvalid, e.what());  // nothing ran: the job or the strategy refused it
+    }
+    return 0;
   }
   if (opts.dry_run) {
     spdlog::info("dry run: the job is valid; strategy {}, {} hook(s), checkpoint_io {}",

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
     const std::optional<rh::config::Job> job = valid_job(opts);
     // The job's env_cfg, before anything loads OpenBLAS (the runner library)
     // or starts a worker (which inherits it); not for a job only printed.
-    if (job && !opts.print_config && !opts.print_param_groups) {
+    if (job && !opts.print_config && !opts.print_param_groups && !opts.estimate_memory) {
       const std::string refused = rh::cli::apply_blas_coretype(*job->root, opts.log_level, self());
       if (!refused.empty()) {
         std::cerr << "runner-host: error: " << refused << "\n";
@@ -166,7 +166,10 @@ int main(int argc, char** argv) {
     // The built-in launcher: one worker per local rank, each this program again.
     // Its rendezvous: the flags, else MASTER_ADDR/MASTER_PORT, else the
     // job's dist.master_addr/dist.master_port, else (one node) a free port.
-    if (opts.nproc_per_node > 1 || opts.nnodes > 1 || opts.max_restarts > 0)
+    // --estimate-memory reads the world size from the same flags and
+    // launches nothing.
+    if (!opts.estimate_memory &&
+        (opts.nproc_per_node > 1 || opts.nnodes > 1 || opts.max_restarts > 0))
       return rh::launch::run_launcher(
           {opts.nproc_per_node, opts.nnodes, opts.node_rank, opts.master_addr, opts.master_port,
            opts.max_restarts, opts.min_nodes},

@@ -419,34 +419,42 @@ struct ModelAccess::Impl {
   rh_ModelApi api{};
 };
 
+ParamPlacement param_placement(const std::vector<model::NamedTensor>& params,
+                               const std::vector<model::Unit>& units) {
+  std::map<std::string, int32_t> unit_of;
+  for (size_t u = 0; u < units.size(); ++u)
+    for (const auto& name : units[u].param_names) unit_of[name] = static_cast<int32_t>(u);
+  ParamPlacement out;
+  // -1: no unit declares it (the root): reported so (ABI 1.8; 0 before),
+  // the host's "root" for checkpoints too; its gradient counts towards no
+  // unit's POST_BACKWARD.
+  for (const auto& p : params) out.unit.push_back(unit_of.count(p.name) ? unit_of[p.name] : -1);
+  out.tied.assign(params.size(), 0);
+  for (const auto& u : units)
+    for (const auto& name : u.shared_param_names)
+      for (size_t i = 0; i < params.size(); ++i)
+        if (params[i].name == name) out.tied[i] = 1;
+  return out;
+}
+
 ModelAccess::ModelAccess(model::Model& model) : impl_(std::make_unique<Impl>()) {
   rh_Model& m = impl_->model;
   m.model = &model;
   m.params = model.named_parameters();
   m.buffers = model.named_buffers();
   m.units = model.units();
-  std::map<std::string, int32_t> unit_of;
-  for (size_t u = 0; u < m.units.size(); ++u)
-    for (const auto& name : m.units[u].param_names) unit_of[name] = static_cast<int32_t>(u);
-  for (const auto& p : m.params) {
-    // -1: no unit declares it (the root): reported so (ABI 1.8; 0 before),
-    // the host's "root" for checkpoints too; its gradient counts towards no
-    // unit's POST_BACKWARD.
-    m.unit_of_param.push_back(unit_of.count(p.name) ? unit_of[p.name] : -1);
+  ParamPlacement placement = param_placement(m.params, m.units);
+  m.unit_of_param = std::move(placement.unit);
+  m.tied = std::move(placement.tied);
+  for (const auto& p : m.params)
     m.module_paths.push_back(
         p.name.rfind('.') == std::string::npos ? "" : p.name.substr(0, p.name.rfind('.')));
-  }
   m.param_views.resize(m.params.size());
   m.buffer_views.resize(m.buffers.size());
   m.grad_views.assign(m.params.size(), nullptr);
   m.grad_view_of.assign(m.params.size(), nullptr);
   m.has_grad_callback.assign(m.params.size(), 0);
   m.freed_bytes.assign(m.params.size(), 0);
-  m.tied.assign(m.params.size(), 0);
-  for (const auto& u : m.units)
-    for (const auto& name : u.shared_param_names)
-      for (size_t i = 0; i < m.params.size(); ++i)
-        if (m.params[i].name == name) m.tied[i] = 1;
   m.unit_callbacks.resize(m.units.size());
   m.params_pending.assign(m.units.size(), 0);
   m.post_backward_done.assign(m.units.size(), 0);

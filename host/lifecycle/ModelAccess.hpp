@@ -8,15 +8,23 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "model/Model.hpp"
 #include "rh/rh_strategy.h"
 
-namespace rh::model {
-class Model;
-}
-
 namespace rh::lifecycle {
+
+// Each parameter's unit (-1 where no unit declares it: the root) and whether
+// other units use it too (tied), as Model_GetParam reports them.
+struct ParamPlacement {
+  std::vector<int32_t> unit;
+  std::vector<char> tied;
+};
+ParamPlacement param_placement(const std::vector<model::NamedTensor>& params,
+                               const std::vector<model::Unit>& units);
 
 class ModelAccess {
  public:

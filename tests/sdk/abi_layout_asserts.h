@@ -271,7 +271,42 @@ RH_ABI_PIN_OFFSET(rh_OptimParamSink, user_data, 8);
 RH_ABI_PIN_OFFSET(rh_OptimParamSink, add, 16);
 RH_ABI_PIN_STRUCT_SIZE(RH_OPTIM_PARAM_SINK_STRUCT_SIZE, rh_OptimParamSink, 24);
 
-RH_ABI_PIN_SIZE(rh_StrategyVtable, 136);
+/* ABI 1.9 */
+RH_ABI_PIN_SIZE(rh_ParamSize, 56);
+RH_ABI_PIN_OFFSET(rh_ParamSize, struct_size, 0);
+RH_ABI_PIN_OFFSET(rh_ParamSize, name, 8);
+RH_ABI_PIN_OFFSET(rh_ParamSize, numel, 24);
+RH_ABI_PIN_OFFSET(rh_ParamSize, rows, 32);
+RH_ABI_PIN_OFFSET(rh_ParamSize, element_size, 40);
+RH_ABI_PIN_OFFSET(rh_ParamSize, unit, 44);
+RH_ABI_PIN_OFFSET(rh_ParamSize, requires_grad, 48);
+RH_ABI_PIN_OFFSET(rh_ParamSize, tied, 52);
+RH_ABI_PIN_STRUCT_SIZE(RH_PARAM_SIZE_STRUCT_SIZE, rh_ParamSize, 56);
+
+RH_ABI_PIN_SIZE(rh_MemoryEstimateArgs, 56);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, struct_size, 0);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, params, 8);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, num_params, 16);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, num_units, 24);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, world_size, 28);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, rank, 32);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, local_world_size, 36);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, accumulation, 40);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, buffer_bytes, 48);
+RH_ABI_PIN_STRUCT_SIZE(RH_MEMORY_ESTIMATE_ARGS_STRUCT_SIZE, rh_MemoryEstimateArgs, 56);
+
+RH_ABI_PIN_SIZE(rh_MemoryEstimate, 64);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimate, struct_size, 0);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimate, param_bytes, 8);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimate, grad_bytes, 16);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimate, optimizer_elements, 24);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimate, optimizer_element_size, 32);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimate, master_bytes, 40);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimate, comm_bytes, 48);
+RH_ABI_PIN_OFFSET(rh_MemoryEstimate, gathered_bytes, 56);
+RH_ABI_PIN_STRUCT_SIZE(RH_MEMORY_ESTIMATE_STRUCT_SIZE, rh_MemoryEstimate, 64);
+
+RH_ABI_PIN_SIZE(rh_StrategyVtable, 144);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Create, 8);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Destroy, 16);
@@ -291,7 +326,9 @@ RH_ABI_PIN_OFFSET(rh_StrategyVtable, LossScale, 104);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, ShouldStep, 112);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, ReduceGradNorm, 120);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, UnitParams, 128);
-RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_VTABLE_STRUCT_SIZE, rh_StrategyVtable, 136);
+/* ABI 1.9 */
+RH_ABI_PIN_OFFSET(rh_StrategyVtable, EstimateMemory, 136);
+RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_VTABLE_STRUCT_SIZE, rh_StrategyVtable, 144);
 
 /* ---- rh_ckpt_io.h -------------------------------------------------------- */
 

@@ -6,9 +6,11 @@
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "rh/cpp/memory_estimate.hpp"
 #include "rh/cpp/plugin.hpp"
 #include "rh/cpp/torch.hpp"
 
@@ -33,6 +35,37 @@ DdpStrategy::DdpStrategy(const rh_CreateArgs& args) : host_(args.host), context_
   device_ = cfg.get<std::string>("device", "auto");
   if (device_ != "auto" && device_ != "cpu" && device_ != "cuda")
     cfg.child("device").throw_error("expected auto, cpu or cuda, got '" + device_ + "'");
+}
+
+void DdpStrategy::estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const {
+  rh::estimate_whole_model(args, out);  // one rank: autograd's gradients, as single
+  if (args.world_size == 1) return;
+  // The arena: one flat tensor of every trainable gradient, each parameter's
+  // .grad a slice of it once its bucket is reduced (set_plan).
+  const uint64_t trainable = rh::param_bytes_if(args, rh::is_trainable);
+  out.grad_bytes = trainable;
+  // Autograd's own gradients live from backward until their bucket launches
+  // (launch: copied into the slice, released); buckets launch in order, so
+  // at most the largest bucket's waits beside the arena, planned as
+  // set_plan does at step 1 (reverse registration order). Inside an
+  // accumulation window they all stay until the window's last backward.
+  std::vector<size_t> order, bytes(args.num_params, 0);
+  for (size_t i = args.num_params; i-- > 0;) {
+    if (!rh::is_trainable(args.params[i])) continue;
+    order.push_back(i);
+    bytes[i] = static_cast<size_t>(args.params[i].numel) *
+               static_cast<size_t>(args.params[i].element_size);
+  }
+  size_t pending = 0;
+  for (const auto& bucket :
+       plan_buckets(order, bytes, args.num_params, first_cap_bytes_, cap_bytes_).buckets) {
+    size_t sum = 0;
+    for (size_t i : bucket) sum += bytes[i];
+    pending = std::max(pending, sum);
+  }
+  out.grad_bytes += args.accumulation > 1 ? trainable : pending;
+  // broadcast_buffers: a flat copy of the model's buffers, kept (broadcast).
+  if (broadcast_buffers_) out.comm_bytes = args.buffer_bytes;
 }
 
 void DdpStrategy::setup_env(rh_SetupEnvArgs& args) {

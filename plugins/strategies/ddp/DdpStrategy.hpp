@@ -96,6 +96,10 @@ class DdpStrategy {
   ~DdpStrategy() { release_works(); }
   void traits(rh_StrategyTraits& t) const { t.needs_comm = 1; }
   void setup_env(rh_SetupEnvArgs& args);
+  // --estimate-memory (ABI 1.9): the whole model and its optimizer, the
+  // flat gradient arena, the autograd gradients waiting for their bucket,
+  // the buffers' broadcast copy (DdpStrategy.cpp).
+  void estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const;
   void wrap(const rh_WrapArgs& args);
   void before_backward(bool sync);
   void sync_gradients(bool sync);

@@ -6,6 +6,7 @@
 //     device: auto   # auto (the rank's GPU when LibTorch sees one, else cpu) | cpu | cuda | cuda:N
 #include <torch/cuda.h>
 
+#include "rh/cpp/memory_estimate.hpp"
 #include "rh/cpp/plugin.hpp"
 #include "rh/cpp/torch.hpp"
 
@@ -19,13 +20,16 @@ class SingleStrategy {
     parse_device(cfg);
   }
 
+  // --estimate-memory (ABI 1.9): the whole model, autograd's gradients, the
+  // optimizer on every trainable parameter; one process whatever the world.
+  void estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) {
+    if (args.world_size > 1) refuse_ranks(args.world_size);
+    rh::estimate_whole_model(args, out);
+  }
+
   void setup_env(rh_SetupEnvArgs& args) {
-    if (args.world != nullptr && host_->Comm_Size != nullptr && host_->Comm_Size(args.world) > 1) {
-      throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
-                          "strategy 'single' runs one process, but this job has " +
-                              std::to_string(host_->Comm_Size(args.world)) +
-                              " ranks: use strategy 'ddp' (or zero/fsdp)");
-    }
+    if (args.world != nullptr && host_->Comm_Size != nullptr && host_->Comm_Size(args.world) > 1)
+      refuse_ranks(host_->Comm_Size(args.world));
     args.device = device_;
     // auto / cuda: the GPU the host assigns this rank (one visible GPU per
     // rank, as srun --gpus-per-task gives, is cuda:0), from a 1.3 host.
@@ -36,6 +40,12 @@ class SingleStrategy {
   }
 
  private:
+  [[noreturn]] static void refuse_ranks(int ranks) {
+    throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
+                        "strategy 'single' runs one process, but this job has " +
+                            std::to_string(ranks) + " ranks: use strategy 'ddp' (or zero/fsdp)");
+  }
+
   void parse_device(const rh::Config& cfg) {
     const bool cuda_ok = torch::cuda::is_available();
     if (device_spec_ == "cpu" || (device_spec_ == "auto" && !cuda_ok)) {

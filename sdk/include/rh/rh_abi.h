@@ -55,6 +55,9 @@
  *        precision of its own says so; the host's AmpOptimWrapper is refused
  *        beside it); rh_HostApi: Stream_Current provided on CUDA;
  *        rh_ParamInfo.unit is -1 for a parameter no unit declares (was 0).
+ *   1.9  rh_StrategyVtable: EstimateMemory with rh_MemoryEstimateArgs,
+ *        rh_ParamSize and rh_MemoryEstimate (`runner-host --estimate-memory`:
+ *        a strategy says what a rank keeps, without the model).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -67,7 +70,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 8
+#define RH_ABI_VERSION_MINOR 9
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

@@ -270,6 +270,67 @@ typedef enum rh_UnitParamsOp {
   RH_UNIT_PARAMS_ROOT_ADOPT = 4
 } rh_UnitParamsOp;
 
+/* ---- Memory estimate (ABI 1.9) ------------------------------------------ */
+
+/* One parameter as EstimateMemory sees it: `runner-host --estimate-memory`
+ * does not allocate the model, so there is no tensor, only its size. */
+typedef struct rh_ParamSize {
+  size_t struct_size;    /* set by the host */
+  rh_StringView name;    /* as rh_ParamInfo.name; owned by the host, valid for the call */
+  int64_t numel;         /* elements of the whole parameter */
+  int64_t rows;          /* its first dimension (1 for a 0-d parameter): dim-0 shards */
+  int32_t element_size;  /* bytes per element as built (4: float32) */
+  int32_t unit;          /* as rh_ParamInfo.unit: 0..num_units-1, -1 for none */
+  int32_t requires_grad; /* 0 for frozen parameters */
+  int32_t tied;          /* as rh_ParamInfo.tied */
+} rh_ParamSize;
+#define RH_PARAM_SIZE_STRUCT_SIZE RH_STRUCT_SIZE(rh_ParamSize, tied)
+
+typedef struct rh_MemoryEstimateArgs {
+  size_t struct_size;
+  const rh_ParamSize* params; /* the model's parameters in order; borrowed for the call */
+  size_t num_params;
+  int32_t num_units;
+  int32_t world_size; /* the ranks of the job it estimates, not of this process */
+  int32_t rank;       /* the rank estimated, 0..world_size-1 */
+  int32_t local_world_size;
+  /* Backward passes per optimizer step (optim_wrapper.accumulative_counts,
+   * 1 without accumulation): gradients a strategy keeps through the window. */
+  int32_t accumulation;
+  uint64_t buffer_bytes; /* the model's buffers (batch-norm statistics), as built */
+} rh_MemoryEstimateArgs;
+#define RH_MEMORY_ESTIMATE_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_MemoryEstimateArgs, buffer_bytes)
+
+/* What `rank` keeps at the peak of an iteration (forward, backward,
+ * optimizer step), in bytes unless named otherwise; the host sets
+ * struct_size and zeroes every field. Activations are the host's (the
+ * model's forward), as is the optimizer's state per element. */
+typedef struct rh_MemoryEstimate {
+  size_t struct_size;
+  /* Parameter storage this rank keeps between iterations (the whole model,
+   * or its shards and the parameters it keeps whole). */
+  uint64_t param_bytes;
+  /* Gradient storage: autograd's gradients where it keeps them, buckets,
+   * flat or sharded gradient buffers. */
+  uint64_t grad_bytes;
+  /* Elements of the tensors the host's optimizer steps on this rank (those
+   * OptimizerParams gives, or every trainable parameter without it); the
+   * host multiplies them by its optimizer's state per element. */
+  uint64_t optimizer_elements;
+  /* Bytes per element of those tensors (4: float32). */
+  uint64_t optimizer_element_size;
+  /* Copies of the parameters in another precision (float32 masters beside
+   * bf16 working parameters, or the reverse). */
+  uint64_t master_bytes;
+  /* Communication buffers beyond grad_bytes (staging for reduce-scatter
+   * and all-gather, bucket copies), at most at once. */
+  uint64_t comm_bytes;
+  /* Whole parameters gathered from shards, at most at once (zero stage 3,
+   * fsdp: the units being computed and prefetched). */
+  uint64_t gathered_bytes;
+} rh_MemoryEstimate;
+#define RH_MEMORY_ESTIMATE_STRUCT_SIZE RH_STRUCT_SIZE(rh_MemoryEstimate, gathered_bytes)
+
 typedef struct rh_StrategyVtable {
   size_t struct_size;
   /* Required. Creates an instance from args->config (the `strategy:` map). */
@@ -335,8 +396,16 @@ typedef struct rh_StrategyVtable {
    * rank calls it with the same arguments. Required with load_phase
    * RH_LOAD_AFTER_WRAP or sharded_checkpoint. */
   rh_Error* (*UnitParams)(rh_StrategyInstance* instance, int32_t unit, rh_UnitParamsOp op);
+  /* Optional (ABI 1.9). `runner-host --estimate-memory`: what args->rank of
+   * a job of args->world_size ranks keeps, from the parameters' sizes and
+   * the strategy's config alone. Called on an instance just created (no
+   * SetupEnv, no communicator, no model): it must allocate nothing of the
+   * model's size and communicate with nobody. NULL = the host says the
+   * strategy does not estimate its memory and prints the model's terms. */
+  rh_Error* (*EstimateMemory)(rh_StrategyInstance* instance, const rh_MemoryEstimateArgs* args,
+                              rh_MemoryEstimate* out);
 } rh_StrategyVtable;
-#define RH_STRATEGY_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyVtable, UnitParams)
+#define RH_STRATEGY_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyVtable, EstimateMemory)
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -61,6 +61,10 @@ RH_DETAIL_DETECT(has_load_slices,
                  std::declval<T&>().load_slices(std::declval<const rh_CheckpointFileArgs&>(),
                                                 std::declval<const rh_CheckpointSlice*>(),
                                                 size_t{}));
+// ABI 1.9: void estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out).
+RH_DETAIL_DETECT(has_estimate_memory,
+                 std::declval<T&>().estimate_memory(std::declval<const rh_MemoryEstimateArgs&>(),
+                                                    std::declval<rh_MemoryEstimate&>()));
 // ABI 1.6: bool saves_in_background() const.
 RH_DETAIL_DETECT(has_saves_in_background, std::declval<const T&>().saves_in_background());
 
@@ -197,6 +201,13 @@ struct StrategyAdapter {
       if constexpr (detail::has_unit_params<T>::value) unbox(s)->impl.unit_params(unit, op);
     });
   }
+  static rh_Error* EstimateMemory(rh_StrategyInstance* s, const rh_MemoryEstimateArgs* args,
+                                  rh_MemoryEstimate* out) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_estimate_memory<T>::value)
+        unbox(s)->impl.estimate_memory(*args, *out);
+    });
+  }
   static constexpr rh_StrategyVtable vtable = {
       RH_STRATEGY_VTABLE_STRUCT_SIZE,
       &detail::create<T, rh_StrategyInstance>,
@@ -215,6 +226,7 @@ struct StrategyAdapter {
       detail::has_should_step<T>::value ? &ShouldStep : nullptr,
       detail::has_reduce_grad_norm<T>::value ? &ReduceGradNorm : nullptr,
       detail::has_unit_params<T>::value ? &UnitParams : nullptr,
+      detail::has_estimate_memory<T>::value ? &EstimateMemory : nullptr,
   };
 };
 

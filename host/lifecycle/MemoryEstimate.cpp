@@ -1,0 +1,133 @@
+#include "lifecycle/MemoryEstimate.hpp"
+
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "abi/ComponentFactory.hpp"
+#include "config/ConfigNode.hpp"
+#include "lifecycle/JobKeys.hpp"
+#include "lifecycle/ModelAccess.hpp"
+#include "model/Model.hpp"
+
+namespace rh::lifecycle {
+namespace {
+
+// State tensors the host's optimizer keeps per element of what it steps
+// (host/optim/OptimWrapper.cpp): SGD a momentum buffer when momentum is not
+// 0; Adam and AdamW exp_avg and exp_avg_sq, and max_exp_avg_sq with amsgrad.
+int optimizer_states(const config::Node& job, std::string& type) {
+  type = job_value<std::string>(job, "optim_wrapper.optimizer.type", "SGD");
+  if (type == "SGD") return job_value<double>(job, "optim_wrapper.optimizer.momentum", 0) != 0;
+  return 2 + (job_value<bool>(job, "optim_wrapper.optimizer.amsgrad", false) ? 1 : 0);
+}
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+bool same_figures(const RankMemory& a, const RankMemory& b) {
+  return a.params == b.params && a.grads == b.grads && a.optimizer == b.optimizer &&
+         a.masters == b.masters && a.comm == b.comm && a.gathered == b.gathered;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const config::Node& job, const std::filesystem::path& job_dir,
+                               const host::StrategyInstance& strategy,
+                               const MemoryEstimateOptions& opts) {
+  MemoryEstimate est;
+  est.strategy = strategy.type();
+  est.optimizer_states = optimizer_states(job, est.optimizer);
+
+  // The model on the meta device: sizes, units, frozen; no storage.
+  const std::unique_ptr<model::Model> model =
+      model::build_model_shapes(*job.find("model"), job_dir.string());
+  const std::vector<model::NamedTensor> params = model->named_parameters();
+  const std::vector<model::Unit> units = model->units();
+  const ParamPlacement placement = param_placement(params, units);
+  std::vector<rh_ParamSize> sizes(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& t = params[i].tensor;
+    rh_ParamSize& s = sizes[i];
+    s.struct_size = RH_PARAM_SIZE_STRUCT_SIZE;
+    s.name = rh_StringView{params[i].name.data(), params[i].name.size()};
+    s.numel = t.numel();
+    s.rows = t.dim() == 0 ? 1 : t.size(0);
+    s.element_size = static_cast<int32_t>(t.element_size());
+    s.unit = placement.unit[i];
+    s.requires_grad = t.requires_grad() ? 1 : 0;
+    s.tied = placement.tied[i];
+    est.numel += s.numel;
+    if (s.requires_grad) est.trainable_numel += s.numel;
+  }
+
+  const rh_StrategyVtable& vt = strategy.vtable();
+  if (vt.EstimateMemory == nullptr) return est;
+  est.strategy_estimates = true;
+  rh_MemoryEstimateArgs args{};
+  args.struct_size = RH_MEMORY_ESTIMATE_ARGS_STRUCT_SIZE;
+  args.params = sizes.data();
+  args.num_params = sizes.size();
+  args.num_units = static_cast<int32_t>(units.size());
+  args.world_size = opts.world_size;
+  args.local_world_size = opts.local_world_size;
+  args.accumulation = job_value<int32_t>(job, "optim_wrapper.accumulative_counts", 1);
+  for (const model::NamedTensor& b : model->named_buffers())
+    args.buffer_bytes += static_cast<uint64_t>(b.tensor.numel()) * b.tensor.element_size();
+  for (int rank = 0; rank < opts.world_size; ++rank) {
+    args.rank = rank;
+    rh_MemoryEstimate out{};
+    out.struct_size = RH_MEMORY_ESTIMATE_STRUCT_SIZE;
+    out.optimizer_element_size = 4;
+    strategy.check("EstimateMemory", vt.EstimateMemory(strategy.handle(), &args, &out));
+    RankMemory r;
+    r.rank = rank;
+    r.params = out.param_bytes;
+    r.grads = out.grad_bytes;
+    r.optimizer = out.optimizer_elements * out.optimizer_element_size *
+                  static_cast<uint64_t>(est.optimizer_states);
+    r.masters = out.master_bytes;
+    r.comm = out.comm_bytes;
+    r.gathered = out.gathered_bytes;
+    est.ranks.push_back(r);
+  }
+  return est;
+}
+
+void print_memory_estimate(const MemoryEstimate& est, const MemoryEstimateOptions& opts,
+                           std::ostream& out) {
+  out << fmt::format(
+      "memory estimate (nothing allocated): strategy {}, {} rank(s) ({} per node); model {:.2f} M "
+      "parameters ({:.2f} M trainable); optimizer {}, {} state tensor(s) per element\n",
+      est.strategy, opts.world_size, opts.local_world_size, static_cast<double>(est.numel) / 1e6,
+      static_cast<double>(est.trainable_numel) / 1e6, est.optimizer, est.optimizer_states);
+  if (!est.strategy_estimates) {
+    out << "strategy '" << est.strategy
+        << "' does not estimate its memory (EstimateMemory, ABI 1.9): the model's float32 "
+           "parameters alone are "
+        << fmt::format("{:.1f}", mib(static_cast<uint64_t>(est.numel) * 4)) << " MiB\n";
+    return;
+  }
+  out << fmt::format("{:<14}{:>10}{:>10}{:>11}{:>10}{:>10}{:>10}{:>10}\n", "MiB per rank", "params",
+                     "grads", "optimizer", "masters", "comm", "gathered", "total");
+  std::string bytes;  // the same figures exactly, one line per row, for scripts
+  for (size_t first = 0; first < est.ranks.size();) {
+    size_t last = first;
+    while (last + 1 < est.ranks.size() && same_figures(est.ranks[last + 1], est.ranks[first]))
+      ++last;
+    const RankMemory& r = est.ranks[first];
+    const std::string who =
+        first == last ? fmt::format("rank {}", first) : fmt::format("ranks {}-{}", first, last);
+    out << fmt::format("{:<14}{:>10.1f}{:>10.1f}{:>11.1f}{:>10.1f}{:>10.1f}{:>10.1f}{:>10.1f}\n",
+                       who, mib(r.params), mib(r.grads), mib(r.optimizer), mib(r.masters),
+                       mib(r.comm), mib(r.gathered), mib(r.total()));
+    bytes += fmt::format(
+        "bytes {}: params {} grads {} optimizer {} masters {} comm {} gathered {} total {}\n", who,
+        r.params, r.grads, r.optimizer, r.masters, r.comm, r.gathered, r.total());
+    first = last + 1;
+  }
+  out << "not included: activations and the temporaries of forward and backward (not estimated "
+         "yet), the model's buffers, LibTorch's own memory\n"
+      << bytes;
+}
+
+}  // namespace rh::lifecycle

@@ -1,0 +1,176 @@
+// `runner-host --estimate-memory` (issue 39, item 3): what each rank would
+// keep, from the model's sizes and the strategy's EstimateMemory (ABI 1.9),
+// without allocating the model or launching anything. The figures are exact
+// sums over the parameters, checked to the byte on the "bytes" lines.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <regex>
+#include <string>
+
+#include "common/TestUtil.hpp"
+
+namespace {
+
+using rh::test::quote;
+using rh::test::run_command;
+using rh::test::TempDir;
+
+// An mlp 64 -> 32 -> 8: layers.0 is 64*32 + 32 = 2080 elements, head
+// 32*8 + 8 = 264; 2344 in all, 9376 bytes in float32.
+constexpr uint64_t kLayer0 = 2080, kHead = 264, kAll = kLayer0 + kHead;
+
+std::string job(const std::string& model_extra, const std::string& optimizer,
+                const std::string& strategy, const std::string& optim_extra = "") {
+  return "model: {type: mlp, in_features: 64, hidden: [32], num_classes: 8" + model_extra +
+         "}\n"
+         "data:\n"
+         "  train: {dataset: {type: synthetic_classification, num_samples: 64, num_features: 64,\n"
+         "          num_classes: 8}, batch_size: 8, num_workers: 0}\n"
+         "optim_wrapper: {optimizer: " +
+         optimizer + optim_extra +
+         "}\n"
+         "train_cfg: {by_epoch: false, max_iters: 2}\n"
+         "strategy: " +
+         strategy + "\n";
+}
+
+rh::test::CommandResult estimate(const TempDir& dir, const std::string& yaml,
+                                 const std::string& flags = "") {
+  const auto path = dir.write("job.yaml", yaml);
+  return run_command(std::string(RH_RUNNER_HOST) + " --config " + quote(path.string()) +
+                     " --estimate-memory " + flags);
+}
+
+// The "bytes <ranks>:" line's figure `field` ("params", "grads", ...).
+uint64_t bytes_of(const std::string& output, const std::string& ranks, const std::string& field) {
+  const std::regex line("bytes " + ranks + ":[^\\n]* " + field + " ([0-9]+)");
+  std::smatch m;
+  if (!std::regex_search(output, m, line)) {
+    ADD_FAILURE() << "no '" << field << "' for " << ranks << " in:\n" << output;
+    return 0;
+  }
+  return std::stoull(m[1].str());
+}
+
+TEST(EstimateMemoryTest, SingleKeepsTheModelItsGradientsAndTheOptimizersState) {
+  TempDir dir;
+  auto r = estimate(dir, job("", "{type: AdamW, lr: 0.001}", "{type: single}"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::HasSubstr("optimizer AdamW, 2 state tensor(s) per element"));
+  EXPECT_EQ(bytes_of(r.output, "rank 0", "params"), 4 * kAll);
+  EXPECT_EQ(bytes_of(r.output, "rank 0", "grads"), 4 * kAll);
+  EXPECT_EQ(bytes_of(r.output, "rank 0", "optimizer"), 2 * 4 * kAll);  // exp_avg, exp_avg_sq
+  EXPECT_EQ(bytes_of(r.output, "rank 0", "total"), 16 * kAll);
+}
+
+TEST(EstimateMemoryTest, FrozenParametersHaveNoGradientAndNoOptimizerState) {
+  TempDir dir;
+  auto r = estimate(
+      dir, job(", frozen: [layers.0]", "{type: Adam, lr: 0.001, amsgrad: true}", "{type: single}"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(bytes_of(r.output, "rank 0", "params"), 4 * kAll);
+  EXPECT_EQ(bytes_of(r.output, "rank 0", "grads"), 4 * kHead);
+  EXPECT_EQ(bytes_of(r.output, "rank 0", "optimizer"), 3 * 4 * kHead);  // + max_exp_avg_sq
+}
+
+TEST(EstimateMemoryTest, SgdKeepsAMomentumBufferOnlyWithMomentum) {
+  TempDir dir;
+  auto plain = estimate(dir, job("", "{type: SGD, lr: 0.1}", "{type: single}"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(bytes_of(plain.output, "rank 0", "optimizer"), 0u);
+  auto momentum = estimate(dir, job("", "{type: SGD, lr: 0.1, momentum: 0.9}", "{type: single}"));
+  ASSERT_EQ(momentum.exit_code, 0) << momentum.output;
+  EXPECT_EQ(bytes_of(momentum.output, "rank 0", "optimizer"), 4 * kAll);
+}
+
+// ddp: the flat gradient arena (every trainable gradient) and autograd's
+// gradients of the largest bucket, waiting for it to launch.
+TEST(EstimateMemoryTest, DdpAddsTheArenaAndTheLargestBucketWaitingForIt) {
+  TempDir dir;
+  // The default caps (1 MB first, 25 MB) put the model in one bucket.
+  auto one =
+      estimate(dir, job("", "{type: AdamW, lr: 0.001}", "{type: ddp}"), "--nproc-per-node 2");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_THAT(one.output, ::testing::HasSubstr("strategy ddp, 2 rank(s) (2 per node)"));
+  EXPECT_EQ(bytes_of(one.output, "ranks 0-1", "params"), 4 * kAll);
+  EXPECT_EQ(bytes_of(one.output, "ranks 0-1", "grads"), 4 * kAll + 4 * kAll);
+  EXPECT_EQ(bytes_of(one.output, "ranks 0-1", "optimizer"), 2 * 4 * kAll);
+  EXPECT_EQ(bytes_of(one.output, "ranks 0-1", "comm"), 0u);  // an mlp has no buffers
+  // Caps of one byte: every parameter its own bucket; the largest waiting
+  // is layers.0.weight, 64*32 elements.
+  auto each = estimate(dir,
+                       job("", "{type: AdamW, lr: 0.001}",
+                           "{type: ddp, bucket_cap_mb: 1e-6, first_bucket_mb: 1e-6}"),
+                       "--nproc-per-node 2");
+  ASSERT_EQ(each.exit_code, 0) << each.output;
+  EXPECT_EQ(bytes_of(each.output, "ranks 0-1", "grads"), 4 * kAll + 4 * 64 * 32);
+  // Accumulation: every autograd gradient stays beside the arena until the
+  // window's last backward.
+  auto window =
+      estimate(dir, job("", "{type: AdamW, lr: 0.001}", "{type: ddp}", ", accumulative_counts: 2"),
+               "--nproc-per-node 2");
+  ASSERT_EQ(window.exit_code, 0) << window.output;
+  EXPECT_EQ(bytes_of(window.output, "ranks 0-1", "grads"), 2 * 4 * kAll);
+}
+
+TEST(EstimateMemoryTest, SingleOnSeveralRanksIsRefused) {
+  TempDir dir;
+  auto r =
+      estimate(dir, job("", "{type: AdamW, lr: 0.001}", "{type: single}"), "--nproc-per-node 2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, ::testing::HasSubstr("strategy 'single' runs one process, but this job "
+                                             "has 2 ranks"));
+}
+
+// A strategy built without EstimateMemory (ABI 1.8 or older, or one that
+// leaves it out): the host says so and prints only what it knows.
+TEST(EstimateMemoryTest, AStrategyWithoutEstimateMemorySaysSo) {
+  TempDir dir;
+  const std::string plugin = std::string(RH_TEST_PLUGIN_DIR) + "/librh_test_helper_hook.so";
+  auto r = estimate(
+      dir, job("", "{type: AdamW, lr: 0.001}", "{type: helper_strategy, plugin: " + plugin + "}"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::HasSubstr("strategy 'helper_strategy' does not estimate its "
+                                             "memory (EstimateMemory, ABI 1.9)"));
+  EXPECT_THAT(r.output, ::testing::Not(::testing::HasSubstr("bytes ")));
+}
+
+// The model is built on the meta device: a 1 GiB model (an mlp 8192 ->
+// 8192 -> 8192 -> 8192, 201 M float32 parameters, which a real build writes
+// every byte of) costs the estimate nothing like it.
+TEST(EstimateMemoryTest, NothingOfTheModelIsAllocated) {
+  TempDir dir;
+  const auto path = dir.write(
+      "job.yaml",
+      "model: {type: mlp, in_features: 8192, hidden: [8192, 8192], num_classes: 8192}\n"
+      "data:\n"
+      "  train: {dataset: {type: synthetic_classification, num_samples: 8, num_features: 8192,\n"
+      "          num_classes: 8192}, batch_size: 8, num_workers: 0}\n"
+      "optim_wrapper: {optimizer: {type: AdamW, lr: 0.001}}\n"
+      "train_cfg: {by_epoch: false, max_iters: 1}\n"
+      "strategy: {type: ddp}\n");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(RH_RUNNER_HOST, RH_RUNNER_HOST, "--config", path.c_str(), "--estimate-memory",
+            "--nproc-per-node", "4", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  rusage usage{};
+  ASSERT_EQ(::wait4(pid, &status, 0, &usage), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // ru_maxrss in KiB. LibTorch and the runner take ~170 MiB; the model's
+  // parameters alone would be 768 MiB.
+  EXPECT_LT(usage.ru_maxrss, 400 * 1024) << "peak RSS " << usage.ru_maxrss / 1024 << " MiB";
+}
+
+}  // namespace
