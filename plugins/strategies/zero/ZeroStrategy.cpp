@@ -103,7 +103,7 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
   names_.resize(n);
   unit_of_.assign(n, 0);
   std::vector<size_t> trainable;
-  std::vector<char> tied(n, 0);
+  std::vector<ParamSpec> specs;
   // The parameters' float32 values, borrowed (no copy: a copy of the whole
   // model, freed after, would raise the peak of every rank by 4 bytes a
   // parameter): valid until the working-precision cast replaces them, after
@@ -113,7 +113,7 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
     rh_ParamInfo info = param_info(i);
     names_[i].assign(info.name.data, info.name.size);
     unit_of_[i] = info.unit;
-    tied[i] = RH_STRUCT_HAS(&info, rh_ParamInfo, tied) && info.tied;
+    const bool tied = RH_STRUCT_HAS(&info, rh_ParamInfo, tied) && info.tied;
     at::Tensor p = rh::borrow_tensor(info.data);
     if (p.scalar_type() != at::kFloat)
       throw rh::Exception(RH_ERROR_UNIMPLEMENTED,
@@ -124,6 +124,7 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
     all_param_numel_ += p.numel();
     if (info.requires_grad) {
       trainable.push_back(i);
+      specs.push_back({i, p.numel(), info.unit, tied});
       initial[i] = p.detach();
     } else {
       untracked_numel_ += p.numel();
@@ -133,8 +134,8 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                         "strategy 'zero': the model has no trainable "
                         "parameter");
-  const UnitSizes sizes = resolve_sizes(trainable);
-  build_groups(trainable, tied);
+  const UnitSizes sizes = resolve_sizes(specs, cfg_.zero_optimization);
+  build_groups(specs);
   warn_about_written_sizes(sizes);
   const at::Device device = rh::borrow_tensor(param_info(trainable.front()).data).device();
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
@@ -278,15 +279,14 @@ void ZeroStrategy::teardown() {
 // ---- Layout -----------------------------------------------------------------
 
 // The sizes the job did not write, from the model's units (ZeroStrategy.hpp).
-ZeroStrategy::UnitSizes ZeroStrategy::resolve_sizes(const std::vector<size_t>& trainable) {
-  ZeroOptimizationConfig& z = cfg_.zero_optimization;
+ZeroStrategy::UnitSizes ZeroStrategy::resolve_sizes(const std::vector<ParamSpec>& trainable,
+                                                    ZeroOptimizationConfig& z) {
   int64_t total = 0, largest_param = 0;
   std::map<int32_t, int64_t> unit_numel;
-  for (size_t i : trainable) {
-    const int64_t n = numel_of(i);
-    total += n;
-    largest_param = std::max(largest_param, n);
-    if (unit_of_[i] >= 0) unit_numel[unit_of_[i]] += n;
+  for (const ParamSpec& p : trainable) {
+    total += p.numel;
+    largest_param = std::max(largest_param, p.numel);
+    if (p.unit >= 0) unit_numel[p.unit] += p.numel;
   }
   UnitSizes sizes;
   for (const auto& [u, n] : unit_numel) sizes.unit = std::max(sizes.unit, n);
@@ -328,52 +328,58 @@ void ZeroStrategy::warn_about_written_sizes(const UnitSizes& sizes) {
                          std::to_string(sizes.one) + " elements)");
 }
 
-void ZeroStrategy::build_groups(const std::vector<size_t>& trainable,
-                                const std::vector<char>& tied) {
-  const int64_t cap = cfg_.zero_optimization.reduce_bucket_size;
-  const int64_t persist = cfg_.zero_optimization.stage3_param_persistence_threshold;
+std::vector<Group> ZeroStrategy::plan_groups(const std::vector<ParamSpec>& trainable, int stage,
+                                             const ZeroOptimizationConfig& z, int64_t world) {
+  const int64_t cap = z.reduce_bucket_size;
+  const int64_t persist = z.stage3_param_persistence_threshold;
+  std::vector<Group> groups;
   // Gradients arrive roughly in reverse registration order: groups are cut
   // in that order, so the first group fills first.
-  std::vector<size_t> order(trainable.rbegin(), trainable.rend());
-  auto cut = [&](const std::vector<size_t>& params, int unit, bool sharded) {
+  std::vector<ParamSpec> order(trainable.rbegin(), trainable.rend());
+  auto cut = [&](const std::vector<ParamSpec>& params, int unit, bool sharded) {
     Group g;
     auto close = [&] {
       if (g.members.empty()) return;
       g.unit = unit;
       g.sharded = sharded;
-      g.chunk = (g.numel + world_size_ - 1) / world_size_;
-      groups_.push_back(std::move(g));
+      g.chunk = (g.numel + world - 1) / world;
+      groups.push_back(std::move(g));
       g = Group{};
     };
-    for (size_t i : params) {
-      const int64_t n = numel_of(i);
-      if (!g.members.empty() && g.numel + n > cap) close();
+    for (const ParamSpec& p : params) {
+      if (!g.members.empty() && g.numel + p.numel > cap) close();
       Member m;
-      m.param = i;
+      m.param = p.param;
       m.offset = g.numel;
-      m.numel = n;
-      m.shape = rh::borrow_tensor(param_info(i).data).sizes().vec();
+      m.numel = p.numel;
       g.members.push_back(std::move(m));
-      g.numel += n;
+      g.numel += p.numel;
     }
     close();
   };
-  if (stage_ < 3) {
+  if (stage < 3) {
     cut(order, -1, false);
   } else {
-    std::map<int, std::vector<size_t>, std::greater<int>> by_unit;  // backward order
-    std::vector<size_t> persistent;
-    for (size_t i : order) {
+    std::map<int, std::vector<ParamSpec>, std::greater<int>> by_unit;  // backward order
+    std::vector<ParamSpec> persistent;
+    for (const ParamSpec& p : order) {
       // Tied, small, or in no unit (unit -1: used outside every unit,
       // so no unit's gather would cover it): kept whole on every rank.
-      if (tied[i] || numel_of(i) <= persist || unit_of_[i] < 0)
-        persistent.push_back(i);
+      if (p.tied || p.numel <= persist || p.unit < 0)
+        persistent.push_back(p);
       else
-        by_unit[unit_of_[i]].push_back(i);
+        by_unit[p.unit].push_back(p);
     }
     for (auto& [unit, params] : by_unit) cut(params, unit, true);
     cut(persistent, -1, false);
   }
+  return groups;
+}
+
+void ZeroStrategy::build_groups(const std::vector<ParamSpec>& trainable) {
+  groups_ = plan_groups(trainable, stage_, cfg_.zero_optimization, world_size_);
+  for (Group& g : groups_)
+    for (Member& m : g.members) m.shape = rh::borrow_tensor(param_info(m.param).data).sizes().vec();
   group_of_.assign(names_.size(), -1);
   member_of_.assign(names_.size(), -1);
   for (size_t k = 0; k < groups_.size(); ++k)
@@ -397,8 +403,6 @@ void ZeroStrategy::share_masters() {
 }
 
 // ---- Small helpers -----------------------------------------------------------------
-
-int64_t ZeroStrategy::numel_of(size_t i) { return rh::borrow_tensor(param_info(i).data).numel(); }
 
 rh_ParamInfo ZeroStrategy::param_info(size_t i) {
   rh_ParamInfo info{};

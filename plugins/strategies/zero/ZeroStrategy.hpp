@@ -142,6 +142,15 @@ struct Member {
   std::vector<int64_t> shape;
 };
 
+// A trainable parameter as the layout sees it: at Wrap from the model, in
+// estimate_memory from its rh_ParamSize (the same groups either way).
+struct ParamSpec {
+  size_t param = 0;
+  int64_t numel = 0;
+  int32_t unit = -1;
+  bool tied = false;
+};
+
 struct Group {
   std::vector<Member> members;
   int64_t numel = 0;     // sum of the members' elements
@@ -172,6 +181,8 @@ class ZeroStrategy {
   ~ZeroStrategy();
   void traits(rh_StrategyTraits& t) const;
   void setup_env(rh_SetupEnvArgs& args);
+  // --estimate-memory (ABI 1.9), ZeroEstimate.cpp.
+  void estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const;
   void wrap(const rh_WrapArgs& args);
   void optimizer_params(const rh_OptimParamSink& sink);
   void before_backward(bool sync);
@@ -193,10 +204,15 @@ class ZeroStrategy {
     int64_t unit = 0;  // the largest unit's trainable elements, 0 without units
     int64_t one = 0;   // what an unwritten size becomes
   };
-  UnitSizes resolve_sizes(const std::vector<size_t>& trainable);
-  void build_groups(const std::vector<size_t>& trainable, const std::vector<char>& tied);
+  // Fills the sizes `z` leaves unwritten from the units (ZeroStrategy.hpp).
+  static UnitSizes resolve_sizes(const std::vector<ParamSpec>& trainable,
+                                 ZeroOptimizationConfig& z);
+  // The groups of `trainable` (registration order) on `world` ranks:
+  // members, numel, chunk, unit, sharded; no tensors.
+  static std::vector<Group> plan_groups(const std::vector<ParamSpec>& trainable, int stage,
+                                        const ZeroOptimizationConfig& z, int64_t world);
+  void build_groups(const std::vector<ParamSpec>& trainable);
   void warn_about_written_sizes(const UnitSizes& sizes);
-  int64_t numel_of(size_t i);  // parameter i's elements
   void share_masters();
   rh_ParamInfo param_info(size_t i);
   std::string unit_name(size_t u);

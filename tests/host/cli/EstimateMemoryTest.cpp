@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <regex>
 #include <string>
 
@@ -116,6 +117,70 @@ TEST(EstimateMemoryTest, DdpAddsTheArenaAndTheLargestBucketWaitingForIt) {
                "--nproc-per-node 2");
   ASSERT_EQ(window.exit_code, 0) << window.output;
   EXPECT_EQ(bytes_of(window.output, "ranks 0-1", "grads"), 2 * 4 * kAll);
+}
+
+// The last value of `metric` in a metrics.jsonl.
+uint64_t last_metric(const std::filesystem::path& jsonl, const std::string& metric) {
+  const std::string text = rh::test::read_file(jsonl);
+  const std::regex value("\"" + metric + "\": ([0-9.e+]+)");
+  uint64_t last = 0;
+  bool found = false;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), value);
+       it != std::sregex_iterator(); ++it) {
+    last = static_cast<uint64_t>(std::stod((*it)[1].str()));
+    found = true;
+  }
+  EXPECT_TRUE(found) << metric << " not in " << jsonl;
+  return last;
+}
+
+// zero's estimate is what the strategy itself holds when it trains: its
+// zero/param_bytes (working parameters whole, the units gathered at most
+// at once, the float32 masters), zero/gather_buffer_bytes (the all-gather
+// pool) and zero/grad_bytes (its gradient chunks and the flat buffers in
+// use at once), on 2 ranks, every stage. The estimate's gradients add the
+// one autograd gradient alive while it is copied: the largest parameter,
+// blocks.i.mlp.fc1.weight, 1024 x 256 float32 elements.
+TEST(EstimateMemoryTest, ZeroEstimatesWhatItHoldsWhenItTrains) {
+  TempDir dir;
+  const std::string readme = std::string(RH_TEST_TEXT);
+  for (const int stage : {1, 2, 3}) {
+    const auto path = dir.write(
+        "job.yaml",
+        "seed: 0\n"
+        "model: {type: gpt, vocab_size: 256, block_size: 16, dim: 256, depth: 3, heads: 4}\n"
+        "data:\n"
+        "  train: {dataset: {type: char_lm, path: " +
+            readme +
+            ", block_size: 16, split: train}, batch_size: 4,\n"
+            "          num_workers: 0}\n"
+            "optim_wrapper: {optimizer: {type: AdamW, lr: 0.001}}\n"
+            "train_cfg: {by_epoch: false, max_iters: 2}\n"
+            "strategy: {type: zero, zero_optimization: {stage: " +
+            std::to_string(stage) +
+            "}}\n"
+            "hooks: [{type: metrics}]\n");
+    const std::string base =
+        std::string(RH_RUNNER_HOST) + " --config " + quote(path.string()) + " --nproc-per-node 2";
+    auto est = run_command(base + " --estimate-memory");
+    ASSERT_EQ(est.exit_code, 0) << est.output;
+    const auto work = dir / ("work" + std::to_string(stage));
+    auto run = run_command(base + " --set work_dir=" + quote(work.string()));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const auto metrics = work / "metrics.jsonl";
+    const std::string ranks = "ranks 0-1";
+    SCOPED_TRACE("stage " + std::to_string(stage) + "\n" + est.output);
+    EXPECT_EQ(bytes_of(est.output, ranks, "params") + bytes_of(est.output, ranks, "gathered") +
+                  bytes_of(est.output, ranks, "masters"),
+              last_metric(metrics, "zero/param_bytes"));
+    EXPECT_EQ(bytes_of(est.output, ranks, "comm"),
+              last_metric(metrics, "zero/gather_buffer_bytes"));
+    EXPECT_EQ(bytes_of(est.output, ranks, "grads") - 4 * 1024 * 256,
+              last_metric(metrics, "zero/grad_bytes"));
+    if (stage == 3) {
+      EXPECT_GT(bytes_of(est.output, ranks, "gathered"), 0u);
+    }
+  }
 }
 
 TEST(EstimateMemoryTest, SingleOnSeveralRanksIsRefused) {
