@@ -153,7 +153,13 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
           .throw_error("no module '" + cfg_.ignored_modules[k] +
                        "' in the model (no parameter is named '" + cfg_.ignored_modules[k] +
                        ".<...>'; e.g. '" + names_.front() + "')");
-  build_units(managed);
+  std::vector<ParamSpec> specs;
+  for (size_t i = 0; i < n; ++i)
+    if (managed[i]) {
+      const at::Tensor p = rh::borrow_tensor(infos[i].data);
+      specs.push_back({i, p.numel(), p.dim() == 0 ? 1 : p.size(0), slot_of_[i]});
+    }
+  build_units(specs);
   managed_ = managed;
   if (units_.empty())
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
@@ -313,55 +319,54 @@ void FsdpStrategy::make_groups() {
   }
 }
 
-void FsdpStrategy::build_units(const std::vector<char>& managed) {
-  const auto model_units = static_cast<int32_t>(api_->Model_NumUnits(model_));
-  std::vector<std::vector<size_t>> by_unit(static_cast<size_t>(model_units));
-  std::vector<size_t> root;  // tied, or in no unit
-  for (size_t i = 0; i < managed.size(); ++i) {
-    if (!managed[i]) continue;
-    if (slot_of_[i] < 0)
-      root.push_back(i);
+std::vector<Unit> FsdpStrategy::plan_units(const std::vector<ParamSpec>& managed,
+                                           int32_t model_units, int64_t min_params, int64_t shards,
+                                           std::vector<int>& unit_of_model, int& root_unit) {
+  std::vector<Unit> units;
+  std::vector<std::vector<const ParamSpec*>> by_unit(static_cast<size_t>(model_units));
+  std::vector<const ParamSpec*> root;  // tied, or in no unit
+  for (const ParamSpec& p : managed) {
+    if (p.slot < 0)
+      root.push_back(&p);
     else
-      by_unit[static_cast<size_t>(slot_of_[i])].push_back(i);
+      by_unit[static_cast<size_t>(p.slot)].push_back(&p);
   }
   // auto_wrap: neighbouring model units merged until each holds
   // min_params elements (a short tail joins the unit before it).
-  unit_of_model_.assign(static_cast<size_t>(model_units), -1);
+  unit_of_model.assign(static_cast<size_t>(model_units), -1);
+  root_unit = -1;
   Unit cur;
   int64_t cur_numel = 0;
   auto close = [&] {
     if (cur.model_units.empty()) return;
     for (int32_t m : cur.model_units)
-      unit_of_model_[static_cast<size_t>(m)] = static_cast<int>(units_.size());
-    units_.push_back(std::move(cur));
+      unit_of_model[static_cast<size_t>(m)] = static_cast<int>(units.size());
+    units.push_back(std::move(cur));
     cur = Unit{};
     cur_numel = 0;
   };
   for (int32_t m = 0; m < model_units; ++m) {
     const auto& params = by_unit[static_cast<size_t>(m)];
     if (params.empty()) continue;
-    rh_StringView v = api_->Model_UnitName(model_, m);
-    cur.name += (cur.name.empty() ? "" : "+") + std::string(v.data, v.size);
     cur.model_units.push_back(m);
-    for (size_t i : params) {
-      add_member(cur, i);
+    for (const ParamSpec* p : params) {
+      add_member(cur, *p, shards);
       cur_numel += cur.members.back().numel;
     }
-    if (cur_numel >= cfg_.min_params) close();
+    if (cur_numel >= min_params) close();
   }
   if (!cur.model_units.empty()) {
-    if (!units_.empty() && cur_numel < cfg_.min_params) {
-      Unit& last = units_.back();
+    if (!units.empty() && cur_numel < min_params) {
+      Unit& last = units.back();
       for (Member& mem : cur.members) {
         mem.offset += last.block;
         last.block += mem.len;
         last.numel += mem.numel;
         last.members.push_back(mem);
       }
-      last.name += "+" + cur.name;
       for (int32_t m : cur.model_units) {
         last.model_units.push_back(m);
-        unit_of_model_[static_cast<size_t>(m)] = static_cast<int>(units_.size() - 1);
+        unit_of_model[static_cast<size_t>(m)] = static_cast<int>(units.size() - 1);
       }
       cur = Unit{};
     } else {
@@ -370,26 +375,40 @@ void FsdpStrategy::build_units(const std::vector<char>& managed) {
   }
   if (!root.empty()) {
     Unit r;
-    r.name = "(root: tied parameters and parameters of no unit)";
     r.persistent = true;
-    for (size_t i : root) add_member(r, i);
-    units_.push_back(std::move(r));
-    root_unit_ = static_cast<int>(units_.size() - 1);
+    for (const ParamSpec* p : root) add_member(r, *p, shards);
+    units.push_back(std::move(r));
+    root_unit = static_cast<int>(units.size() - 1);
   }
-  if (shards_ == 1)
-    for (Unit& u : units_) u.persistent = true;  // no_shard: always whole
+  if (shards == 1)
+    for (Unit& u : units) u.persistent = true;  // no_shard: always whole
+  return units;
 }
 
-void FsdpStrategy::add_member(Unit& u, size_t i) {
+void FsdpStrategy::build_units(const std::vector<ParamSpec>& managed) {
+  const auto model_units = static_cast<int32_t>(api_->Model_NumUnits(model_));
+  units_ = plan_units(managed, model_units, cfg_.min_params, shards_, unit_of_model_, root_unit_);
+  for (size_t k = 0; k < units_.size(); ++k) {
+    Unit& u = units_[k];
+    if (static_cast<int>(k) == root_unit_)
+      u.name = "(root: tied parameters and parameters of no unit)";
+    for (int32_t m : u.model_units) {
+      const rh_StringView v = api_->Model_UnitName(model_, m);
+      u.name += (u.name.empty() ? "" : "+") + std::string(v.data, v.size);
+    }
+    for (Member& mem : u.members)
+      mem.shape = rh::borrow_tensor(param_info(mem.param).data).sizes().vec();
+  }
+}
+
+void FsdpStrategy::add_member(Unit& u, const ParamSpec& p, int64_t shards) {
   Member m;
-  m.param = i;
-  m.slot = slot_of_[i];
-  at::Tensor p = rh::borrow_tensor(param_info(i).data);
-  m.shape = p.sizes().vec();
-  m.numel = p.numel();
-  const int64_t rows = m.shape.empty() ? 1 : m.shape[0];
+  m.param = p.param;
+  m.slot = p.slot;
+  m.numel = p.numel;
+  const int64_t rows = p.rows;
   m.row = rows == 0 ? 1 : m.numel / rows;
-  m.len = (rows + shards_ - 1) / shards_ * (rows == 0 ? 0 : m.row);
+  m.len = (rows + shards - 1) / shards * (rows == 0 ? 0 : m.row);
   m.offset = u.block;
   u.block += m.len;
   u.numel += m.numel;

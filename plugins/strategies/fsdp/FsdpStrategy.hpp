@@ -159,6 +159,8 @@ class FsdpStrategy {
   ~FsdpStrategy();
   void traits(rh_StrategyTraits& t) const;
   void setup_env(rh_SetupEnvArgs& args);
+  // --estimate-memory (ABI 1.9), FsdpEstimate.cpp.
+  void estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const;
   void wrap(const rh_WrapArgs& args);
   void optimizer_params(const rh_OptimParamSink& sink);
   void before_backward(bool sync);
@@ -173,8 +175,22 @@ class FsdpStrategy {
  private:
   // FsdpStrategy.cpp: groups, units, metrics
   void make_groups();
-  void build_units(const std::vector<char>& managed);
-  void add_member(Unit& u, size_t i);
+  // A managed parameter as the layout sees it: at Wrap from the model, in
+  // estimate_memory from its rh_ParamSize (the same units either way).
+  struct ParamSpec {
+    size_t param = 0;
+    int64_t numel = 0;
+    int64_t rows = 1;   // dim 0 (1 for a 0-d parameter)
+    int32_t slot = -1;  // its model unit; -1: tied or in none (the root unit)
+  };
+  // The units of `managed` (registration order) over `shards` ranks:
+  // members (no shapes), blocks, persistence; `unit_of_model` (model unit
+  // -> index) and `root` (-1: none) filled.
+  static std::vector<Unit> plan_units(const std::vector<ParamSpec>& managed, int32_t model_units,
+                                      int64_t min_params, int64_t shards,
+                                      std::vector<int>& unit_of_model, int& root);
+  static void add_member(Unit& u, const ParamSpec& p, int64_t shards);
+  void build_units(const std::vector<ParamSpec>& managed);
   int fsdp_unit_of(int32_t model_unit) const;
   Unit* unit_for(int32_t model_unit);
   Unit* root_unit();

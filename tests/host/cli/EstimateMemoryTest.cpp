@@ -134,6 +134,37 @@ uint64_t last_metric(const std::filesystem::path& jsonl, const std::string& metr
   return last;
 }
 
+// Estimates `strategy` for 2 ranks of a small gpt (dim 256, depth 3), trains
+// it 2 steps with the metrics hook, and returns the estimate's output and
+// the metrics.jsonl.
+std::pair<std::string, std::filesystem::path> estimate_and_train(const TempDir& dir,
+                                                                 const std::string& strategy,
+                                                                 const std::string& name) {
+  const auto path = dir.write(
+      name + ".yaml",
+      "seed: 0\n"
+      "model: {type: gpt, vocab_size: 256, block_size: 16, dim: 256, depth: 3, heads: 4}\n"
+      "data:\n"
+      "  train: {dataset: {type: char_lm, path: " +
+          std::string(RH_TEST_TEXT) +
+          ", block_size: 16, split: train}, batch_size: 4,\n"
+          "          num_workers: 0}\n"
+          "optim_wrapper: {optimizer: {type: AdamW, lr: 0.001}}\n"
+          "train_cfg: {by_epoch: false, max_iters: 2}\n"
+          "strategy: " +
+          strategy +
+          "\n"
+          "hooks: [{type: metrics}]\n");
+  const std::string base =
+      std::string(RH_RUNNER_HOST) + " --config " + quote(path.string()) + " --nproc-per-node 2";
+  auto est = run_command(base + " --estimate-memory");
+  EXPECT_EQ(est.exit_code, 0) << est.output;
+  const auto work = dir / name;
+  auto run = run_command(base + " --set work_dir=" + quote(work.string()));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return {est.output, work / "metrics.jsonl"};
+}
+
 // zero's estimate is what the strategy itself holds when it trains: its
 // zero/param_bytes (working parameters whole, the units gathered at most
 // at once, the float32 masters), zero/gather_buffer_bytes (the all-gather
@@ -143,43 +174,40 @@ uint64_t last_metric(const std::filesystem::path& jsonl, const std::string& metr
 // blocks.i.mlp.fc1.weight, 1024 x 256 float32 elements.
 TEST(EstimateMemoryTest, ZeroEstimatesWhatItHoldsWhenItTrains) {
   TempDir dir;
-  const std::string readme = std::string(RH_TEST_TEXT);
   for (const int stage : {1, 2, 3}) {
-    const auto path = dir.write(
-        "job.yaml",
-        "seed: 0\n"
-        "model: {type: gpt, vocab_size: 256, block_size: 16, dim: 256, depth: 3, heads: 4}\n"
-        "data:\n"
-        "  train: {dataset: {type: char_lm, path: " +
-            readme +
-            ", block_size: 16, split: train}, batch_size: 4,\n"
-            "          num_workers: 0}\n"
-            "optim_wrapper: {optimizer: {type: AdamW, lr: 0.001}}\n"
-            "train_cfg: {by_epoch: false, max_iters: 2}\n"
-            "strategy: {type: zero, zero_optimization: {stage: " +
-            std::to_string(stage) +
-            "}}\n"
-            "hooks: [{type: metrics}]\n");
-    const std::string base =
-        std::string(RH_RUNNER_HOST) + " --config " + quote(path.string()) + " --nproc-per-node 2";
-    auto est = run_command(base + " --estimate-memory");
-    ASSERT_EQ(est.exit_code, 0) << est.output;
-    const auto work = dir / ("work" + std::to_string(stage));
-    auto run = run_command(base + " --set work_dir=" + quote(work.string()));
-    ASSERT_EQ(run.exit_code, 0) << run.output;
-    const auto metrics = work / "metrics.jsonl";
+    const std::string name = "zero" + std::to_string(stage);
+    const auto [est, metrics] = estimate_and_train(
+        dir, "{type: zero, zero_optimization: {stage: " + std::to_string(stage) + "}}", name);
+    SCOPED_TRACE(name + "\n" + est);
     const std::string ranks = "ranks 0-1";
-    SCOPED_TRACE("stage " + std::to_string(stage) + "\n" + est.output);
-    EXPECT_EQ(bytes_of(est.output, ranks, "params") + bytes_of(est.output, ranks, "gathered") +
-                  bytes_of(est.output, ranks, "masters"),
+    EXPECT_EQ(bytes_of(est, ranks, "params") + bytes_of(est, ranks, "gathered") +
+                  bytes_of(est, ranks, "masters"),
               last_metric(metrics, "zero/param_bytes"));
-    EXPECT_EQ(bytes_of(est.output, ranks, "comm"),
-              last_metric(metrics, "zero/gather_buffer_bytes"));
-    EXPECT_EQ(bytes_of(est.output, ranks, "grads") - 4 * 1024 * 256,
+    EXPECT_EQ(bytes_of(est, ranks, "comm"), last_metric(metrics, "zero/gather_buffer_bytes"));
+    EXPECT_EQ(bytes_of(est, ranks, "grads") - 4 * 1024 * 256,
               last_metric(metrics, "zero/grad_bytes"));
     if (stage == 3) {
-      EXPECT_GT(bytes_of(est.output, ranks, "gathered"), 0u);
+      EXPECT_GT(bytes_of(est, ranks, "gathered"), 0u);
     }
+  }
+}
+
+// fsdp's, likewise: fsdp/param_bytes (whole parameters, the units gathered
+// at most at once, the float32 masters), fsdp/gather_buffer_bytes,
+// fsdp/grad_bytes (blocks, reduce buffers, the full gradients of the unit
+// being copied in), for each sharding strategy on 2 ranks.
+TEST(EstimateMemoryTest, FsdpEstimatesWhatItHoldsWhenItTrains) {
+  TempDir dir;
+  for (const std::string sharding : {"full_shard", "shard_grad_op", "no_shard"}) {
+    const auto [est, metrics] =
+        estimate_and_train(dir, "{type: fsdp, sharding_strategy: " + sharding + "}", sharding);
+    SCOPED_TRACE(sharding + "\n" + est);
+    const std::string ranks = "ranks 0-1";
+    EXPECT_EQ(bytes_of(est, ranks, "params") + bytes_of(est, ranks, "gathered") +
+                  bytes_of(est, ranks, "masters"),
+              last_metric(metrics, "fsdp/param_bytes"));
+    EXPECT_EQ(bytes_of(est, ranks, "comm"), last_metric(metrics, "fsdp/gather_buffer_bytes"));
+    EXPECT_EQ(bytes_of(est, ranks, "grads"), last_metric(metrics, "fsdp/grad_bytes"));
   }
 }
 
