@@ -100,6 +100,9 @@ void ZeroStrategy::estimate_memory(const rh_MemoryEstimateArgs& args,
         static_cast<uint64_t>(std::clamp<int64_t>(g.numel - args.rank * g.chunk, 0, g.chunk));
   }
   const auto num_groups = static_cast<int64_t>(groups.size());
+  // A pool buffer (the largest group whole), and in bf16/fp16 the working
+  // copy of a master chunk that is sent with it (ZeroGather.cpp).
+  const int64_t gather_buffer = w * largest + (w != 4 ? w * largest_chunk : 0);
   const bool window = args.accumulation > 1;
   out.master_bytes = static_cast<uint64_t>(4 * chunks);
   // Gradients: this rank's float32 chunks, and the pool's flat buffers (each
@@ -123,7 +126,7 @@ void ZeroStrategy::estimate_memory(const rh_MemoryEstimateArgs& args,
     // Every parameter whole in the working dtype; after the step the groups
     // are all-gathered one at a time through one pool buffer.
     out.param_bytes = static_cast<uint64_t>(w * all);
-    out.comm_bytes += static_cast<uint64_t>(w * largest + (w != 4 ? w * largest_chunk : 0));
+    out.comm_bytes += static_cast<uint64_t>(gather_buffer);
     return;
   }
   // Stage 3: the frozen and persistent parameters whole; the units' sharded
@@ -154,8 +157,7 @@ void ZeroStrategy::estimate_memory(const rh_MemoryEstimateArgs& args,
       peak_groups = std::max(peak_groups, in_flight);
     }
   out.gathered_bytes = static_cast<uint64_t>(w * peak);
-  out.comm_bytes +=
-      static_cast<uint64_t>(peak_groups * (w * largest + (w != 4 ? w * largest_chunk : 0)));
+  out.comm_bytes += static_cast<uint64_t>(peak_groups * gather_buffer);
 }
 
 }  // namespace rh::zero
