@@ -104,6 +104,7 @@ void FsdpStrategy::estimate_memory(const rh_MemoryEstimateArgs& args,
   const auto P = static_cast<int64_t>(c10::elementSize(param_dtype_));
   const auto Rd = static_cast<int64_t>(c10::elementSize(reduce_dtype_));
   std::vector<ParamSpec> managed;
+  std::vector<char> ignored_used(cfg.ignored_modules.size(), 0);
   int64_t unmanaged = 0, managed_numel = 0;
   for (size_t i = 0; i < args.num_params; ++i) {
     const rh_ParamSize& p = args.params[i];
@@ -112,17 +113,17 @@ void FsdpStrategy::estimate_memory(const rh_MemoryEstimateArgs& args,
       throw rh::Exception(RH_ERROR_UNIMPLEMENTED,
                           "strategy 'fsdp': parameter '" + name +
                               "' is not float32; the model must be built in float32");
-    bool ignored = false;
-    for (const std::string& module : cfg.ignored_modules)
-      ignored = ignored || name.rfind(module + ".", 0) == 0;
+    const bool ignored = in_ignored_module(cfg.ignored_modules, name, ignored_used);
     if (p.requires_grad == 0 || ignored) {
       unmanaged += p.numel;
       continue;
     }
-    const int32_t slot = p.tied != 0 || p.unit < 0 || p.unit >= args.num_units ? -1 : p.unit;
-    managed.push_back({i, p.numel, p.rows, slot});
+    managed.push_back({i, p.numel, p.rows, slot_for(p.tied != 0, p.unit, args.num_units)});
     managed_numel += p.numel;
   }
+  if (args.num_params > 0)  // the refusal Wrap gives for an entry that matches nothing
+    check_ignored_used(cfg.ignored_modules, ignored_used,
+                       std::string(args.params[0].name.data, args.params[0].name.size));
   if (managed.empty())
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                         "strategy 'fsdp': the model has no trainable parameter to shard");

@@ -131,28 +131,16 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
                               std::string(c10::toString(p.scalar_type())) +
                               "; the model must be built in float32 (lower precision comes "
                               "from strategy.mixed_precision)");
-    bool ignored = false;
-    for (size_t k = 0; k < cfg_.ignored_modules.size(); ++k)
-      if (names_[i].rfind(cfg_.ignored_modules[k] + ".", 0) == 0) {
-        ignored = true;
-        ignored_used[k] = 1;
-      }
+    const bool ignored = in_ignored_module(cfg_.ignored_modules, names_[i], ignored_used);
     managed[i] = infos[i].requires_grad && !ignored;
     const bool tied = RH_STRUCT_HAS(&infos[i], rh_ParamInfo, tied) && infos[i].tied;
-    slot_of_.push_back(tied || infos[i].unit < 0 || infos[i].unit >= model_units ? -1
-                                                                                 : infos[i].unit);
+    slot_of_.push_back(slot_for(tied, infos[i].unit, model_units));
     if (managed[i])
       initial[i] = p.detach();
     else
       unmanaged_numel_ += p.numel();
   }
-  for (size_t k = 0; k < cfg_.ignored_modules.size(); ++k)
-    if (!ignored_used[k])
-      node_.child("ignored_modules")
-          .at(k)
-          .throw_error("no module '" + cfg_.ignored_modules[k] +
-                       "' in the model (no parameter is named '" + cfg_.ignored_modules[k] +
-                       ".<...>'; e.g. '" + names_.front() + "')");
+  check_ignored_used(cfg_.ignored_modules, ignored_used, names_.front());
   std::vector<ParamSpec> specs;
   for (size_t i = 0; i < n; ++i)
     if (managed[i]) {
@@ -317,6 +305,32 @@ void FsdpStrategy::make_groups() {
       if (rh_Comm* c = group(ranks)) piece_comm_ = c;
     }
   }
+}
+
+bool FsdpStrategy::in_ignored_module(const std::vector<std::string>& modules,
+                                     const std::string& name, std::vector<char>& used) {
+  bool ignored = false;
+  for (size_t k = 0; k < modules.size(); ++k)
+    if (name.rfind(modules[k] + ".", 0) == 0) {
+      ignored = true;
+      used[k] = 1;
+    }
+  return ignored;
+}
+
+void FsdpStrategy::check_ignored_used(const std::vector<std::string>& modules,
+                                      const std::vector<char>& used,
+                                      const std::string& example) const {
+  for (size_t k = 0; k < modules.size(); ++k)
+    if (!used[k])
+      node_.child("ignored_modules")
+          .at(k)
+          .throw_error("no module '" + modules[k] + "' in the model (no parameter is named '" +
+                       modules[k] + ".<...>'; e.g. '" + example + "')");
+}
+
+int32_t FsdpStrategy::slot_for(bool tied, int32_t unit, int32_t model_units) {
+  return tied || unit < 0 || unit >= model_units ? -1 : unit;
 }
 
 std::vector<Unit> FsdpStrategy::plan_units(const std::vector<ParamSpec>& managed,

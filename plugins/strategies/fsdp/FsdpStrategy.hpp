@@ -190,6 +190,16 @@ class FsdpStrategy {
                                       int64_t min_params, int64_t shards,
                                       std::vector<int>& unit_of_model, int& root);
   static void add_member(Unit& u, const ParamSpec& p, int64_t shards);
+  // Whether parameter `name` lies in one of `modules` (ignored_modules),
+  // marking in `used` each that matches; check_ignored_used refuses an
+  // entry that matched no parameter (`example`: one parameter's name).
+  static bool in_ignored_module(const std::vector<std::string>& modules, const std::string& name,
+                                std::vector<char>& used);
+  void check_ignored_used(const std::vector<std::string>& modules, const std::vector<char>& used,
+                          const std::string& example) const;
+  // A parameter's model unit for the layout: -1 (the root unit) when tied
+  // or in no unit of the model's `model_units`.
+  static int32_t slot_for(bool tied, int32_t unit, int32_t model_units);
   void build_units(const std::vector<ParamSpec>& managed);
   int fsdp_unit_of(int32_t model_unit) const;
   Unit* unit_for(int32_t model_unit);

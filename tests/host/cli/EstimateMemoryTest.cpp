@@ -214,6 +214,18 @@ TEST(EstimateMemoryTest, FsdpEstimatesWhatItHoldsWhenItTrains) {
   }
 }
 
+// The estimate refuses what the run would: fsdp's ignored_modules entry
+// that matches no parameter, named with its place in the job file.
+TEST(EstimateMemoryTest, FsdpRefusesAnIgnoredModuleTheModelLacks) {
+  TempDir dir;
+  auto r =
+      estimate(dir, job("", "{type: AdamW, lr: 0.001}", "{type: fsdp, ignored_modules: [nope]}"),
+               "--nproc-per-node 2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, ::testing::HasSubstr("strategy.ignored_modules.0: no module 'nope' in the "
+                                             "model (no parameter is named 'nope.<...>'"));
+}
+
 TEST(EstimateMemoryTest, SingleOnSeveralRanksIsRefused) {
   TempDir dir;
   auto r =
