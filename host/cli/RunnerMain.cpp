@@ -29,6 +29,7 @@
 #include "lifecycle/JobComponents.hpp"
 #include "lifecycle/MemoryEstimate.hpp"
 #include "lifecycle/Runner.hpp"
+#include "lifecycle/TensorMemory.hpp"
 #include "torch_services/BlasCheck.hpp"
 #include "torch_services/BlasKernelCheck.hpp"
 #include "torch_services/BlasProbeCache.hpp"
@@ -140,6 +141,10 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
 
   host::HostServices services;
   host::install_torch_services(services);
+  // Before the model or anything large: the memory/* metrics count the CPU
+  // tensors made from here on (lifecycle/TensorMemory.hpp).
+  if (!lifecycle::count_cpu_tensor_memory())
+    spdlog::debug("process: CPU tensors not counted (LibTorch's CPU allocator was replaced)");
   check_blas();
   if (heap_policy != nullptr && *heap_policy != '\0') spdlog::debug("process: {}", heap_policy);
 

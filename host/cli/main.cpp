@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
 
   // `runner-host ckpt ...` has its own command line (the library parses it).
   const bool ckpt = argc >= 2 && std::string(argv[1]) == "ckpt";
+  rh::launch::HeapMode heap = rh::launch::HeapMode::kRelease;  // env_cfg.heap
   if (!ckpt) {
     rh::cli::CliOptions opts;
     try {
@@ -154,6 +155,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     const std::optional<rh::config::Job> job = valid_job(opts);
+    if (job)
+      if (const rh::config::Node* env_cfg = job->root->find("env_cfg"))
+        if (const rh::config::Node* key = env_cfg->find("heap"); key && !key->is_null())
+          heap = rh::launch::heap_mode(key->as_string());
     // The job's env_cfg, before anything loads OpenBLAS (the runner library)
     // or starts a worker (which inherits it); not for a job only printed.
     if (job && !opts.print_config && !opts.print_param_groups && !opts.estimate_memory) {
@@ -200,7 +205,7 @@ int main(int argc, char** argv) {
   // LibTorch's start-up allocations to the heap too, and the quickstart's
   // iterations took 1.5-1.9% longer (median of 12 alternating runs each, two
   // series): the training tensors then live in a heap laid out otherwise.
-  const std::string heap_policy = rh::launch::apply_heap_policy();
+  const std::string heap_policy = rh::launch::apply_heap_policy(heap);
   std::string policies = heap_policy.empty() ? "" : "heap: " + heap_policy;
   if (!thread_policy.empty())
     policies += (policies.empty() ? "" : "; ") + ("threads: " + thread_policy);

@@ -73,7 +73,7 @@ Schema build_job_schema() {
                     "per-rank batch, or not (false)"},
                })},
       // MMEngine's env_cfg holds a job's environment settings; runner-host
-      // takes only this one (its others are refused as unknown keys).
+      // takes only these (its others are refused as unknown keys).
       {"env_cfg",
        map({
            {"blas_coretype", string(), false,
@@ -81,8 +81,13 @@ Schema build_job_schema() {
             "picks, when one checks out) or a core name (SkylakeX, Haswell, ...); "
             "set as OPENBLAS_CORETYPE before LibTorch loads, never over the "
             "environment's"},
+           {"heap", enumeration({"release", "keep"}), false,
+            "what glibc's heap does with a freed tensor of 1 MiB or more: release "
+            "(default: returned to the system, resident memory follows the tensors) "
+            "or keep (kept for the next one: no page faults, up to a third more "
+            "resident memory)"},
        }),
-       false, "environment settings (MMEngine's env_cfg): blas_coretype"},
+       false, "environment settings (MMEngine's env_cfg): blas_coretype, heap"},
   });
 }
 

@@ -1,5 +1,7 @@
 #include "lifecycle/MemoryEstimate.hpp"
 
+#include <ATen/Context.h>
+#include <ATen/core/Generator.h>
 #include <fmt/format.h>
 
 #include <ostream>
@@ -8,7 +10,9 @@
 #include "config/ConfigNode.hpp"
 #include "lifecycle/JobKeys.hpp"
 #include "lifecycle/ModelAccess.hpp"
+#include "model/ActivationEstimate.hpp"
 #include "model/Model.hpp"
+#include "model/TransformerBlock.hpp"
 
 namespace rh::lifecycle {
 namespace {
@@ -27,6 +31,47 @@ double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.
 bool same_figures(const RankMemory& a, const RankMemory& b) {
   return a.params == b.params && a.grads == b.grads && a.optimizer == b.optimizer &&
          a.masters == b.masters && a.comm == b.comm && a.gathered == b.gathered;
+}
+
+// The activations of one forward on a rank: the job's batch (per rank),
+// its sequence length, the strategy's working dtype, this LibTorch's
+// attention kernel, the activation_checkpoint section.
+MemoryEstimate::Activations estimate_activations(const config::Node& job,
+                                                 const host::StrategyInstance& strategy) {
+  MemoryEstimate::Activations out;
+  if (job_value<std::string>(job, "optim_wrapper.type", "OptimWrapper") == "AmpOptimWrapper") {
+    out.not_estimated = "AmpOptimWrapper's autocast computes each op in its own dtype";
+    return out;
+  }
+  model::ActivationShape shape;
+  shape.batch = job_value<int64_t>(job, "data.train.batch_size", 1);
+  shape.seq_len = job_value<int64_t>(job, "data.train.dataset.block_size", 0);
+  const DLDataType dtype = strategy.traits().input_dtype;
+  if (dtype.bits != 0) shape.element_size = dtype.bits / 8;
+  shape.fused_attention = model::default_attention_kernel() == model::AttentionKernel::kFused;
+  shape.cuda = at::hasCUDA();
+  // What RecomputeBackward keeps of the generator (model/ActivationCheckpoint.cpp).
+  const at::Device device = shape.cuda ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  shape.rng_state =
+      static_cast<int64_t>(at::globalContext().defaultGenerator(device).get_state().nbytes());
+  model::ActivationCheckpointConfig ac;
+  if (const config::Node* section = job.find("activation_checkpoint"))
+    ac = model::read_activation_checkpoint(*section);
+  const config::Node& m = *job.find("model");
+  const model::ActivationEstimate est = model::estimate_activations(m, shape);
+  if (!est.not_estimated.empty()) {
+    out.not_estimated = est.not_estimated;
+    return out;
+  }
+  out.after_forward = static_cast<uint64_t>(est.after_forward(ac));
+  out.recompute = static_cast<uint64_t>(est.recompute(ac));
+  out.what = fmt::format(
+      "{} at batch {}{}, {}-byte elements, {} attention, {} kernels{}", m.find("type")->scalar(),
+      shape.batch, shape.seq_len > 0 ? fmt::format(" x {} tokens", shape.seq_len) : std::string(),
+      shape.element_size, shape.fused_attention ? "fused" : "written-out",
+      shape.cuda ? "CUDA" : "CPU",
+      ac.mode == model::ActivationCheckpointConfig::Mode::None ? "" : ", units recomputed");
+  return out;
 }
 
 }  // namespace
@@ -60,6 +105,7 @@ MemoryEstimate estimate_memory(const config::Node& job, const std::filesystem::p
     if (s.requires_grad) est.trainable_numel += s.numel;
   }
 
+  est.activations = estimate_activations(job, strategy);
   const rh_StrategyVtable& vt = strategy.vtable();
   if (vt.EstimateMemory == nullptr) return est;
   est.strategy_estimates = true;
@@ -88,6 +134,7 @@ MemoryEstimate estimate_memory(const config::Node& job, const std::filesystem::p
     r.masters = out.master_bytes;
     r.comm = out.comm_bytes;
     r.gathered = out.gathered_bytes;
+    r.activations = est.activations.after_forward + est.activations.recompute;
     est.ranks.push_back(r);
   }
   return est;
@@ -107,8 +154,9 @@ void print_memory_estimate(const MemoryEstimate& est, const MemoryEstimateOption
         << fmt::format("{:.1f}", mib(static_cast<uint64_t>(est.numel) * 4)) << " MiB\n";
     return;
   }
-  out << fmt::format("{:<14}{:>10}{:>10}{:>11}{:>10}{:>10}{:>10}{:>10}\n", "MiB per rank", "params",
-                     "grads", "optimizer", "masters", "comm", "gathered", "total");
+  out << fmt::format("{:<14}{:>10}{:>10}{:>11}{:>10}{:>10}{:>10}{:>13}{:>10}\n", "MiB per rank",
+                     "params", "grads", "optimizer", "masters", "comm", "gathered", "activations",
+                     "total");
   std::string bytes;  // the same figures exactly, one line per row, for scripts
   for (size_t first = 0; first < est.ranks.size();) {
     size_t last = first;
@@ -117,16 +165,33 @@ void print_memory_estimate(const MemoryEstimate& est, const MemoryEstimateOption
     const RankMemory& r = est.ranks[first];
     const std::string who =
         first == last ? fmt::format("rank {}", first) : fmt::format("ranks {}-{}", first, last);
-    out << fmt::format("{:<14}{:>10.1f}{:>10.1f}{:>11.1f}{:>10.1f}{:>10.1f}{:>10.1f}{:>10.1f}\n",
-                       who, mib(r.params), mib(r.grads), mib(r.optimizer), mib(r.masters),
-                       mib(r.comm), mib(r.gathered), mib(r.total()));
+    out << fmt::format(
+        "{:<14}{:>10.1f}{:>10.1f}{:>11.1f}{:>10.1f}{:>10.1f}{:>10.1f}{:>13.1f}{:>10.1f}\n", who,
+        mib(r.params), mib(r.grads), mib(r.optimizer), mib(r.masters), mib(r.comm), mib(r.gathered),
+        mib(r.activations), mib(r.total()));
     bytes += fmt::format(
-        "bytes {}: params {} grads {} optimizer {} masters {} comm {} gathered {} total {}\n", who,
-        r.params, r.grads, r.optimizer, r.masters, r.comm, r.gathered, r.total());
+        "bytes {}: params {} grads {} optimizer {} masters {} comm {} gathered {} activations {} "
+        "total {}\n",
+        who, r.params, r.grads, r.optimizer, r.masters, r.comm, r.gathered, r.activations,
+        r.total());
     first = last + 1;
   }
-  out << "not included: activations and the temporaries of forward and backward (not estimated "
-         "yet), the model's buffers, LibTorch's own memory\n"
+  const MemoryEstimate::Activations& a = est.activations;
+  if (a.not_estimated.empty())
+    out << fmt::format(
+        "activations: {:.1f} MiB kept from the end of forward into backward{} ({})\n",
+        mib(a.after_forward),
+        a.recompute > 0
+            ? fmt::format(", {:.1f} MiB more while a unit is recomputed", mib(a.recompute))
+            : std::string(),
+        a.what);
+  else
+    out << "activations: not estimated (" << a.not_estimated << ")\n";
+  if (a.not_estimated.empty())
+    bytes += fmt::format("bytes activations: after_forward {} recompute {}\n", a.after_forward,
+                         a.recompute);
+  out << "not included: the temporaries of forward and backward (the gradients flowing between "
+         "units), the model's buffers, the heap's free blocks, LibTorch's own memory\n"
       << bytes;
 }
 

@@ -6,7 +6,8 @@
 // strategy says what a rank keeps of it (EstimateMemory, ABI 1.9: its
 // parameters, gradients, the elements its optimizer steps, masters,
 // communication buffers, gathered units); the host adds the optimizer's
-// state per element (optim_wrapper.optimizer).
+// state per element (optim_wrapper.optimizer) and the activations of a
+// built-in model's forward at the job's batch (model/ActivationEstimate.hpp).
 #pragma once
 
 #include <cstdint>
@@ -38,7 +39,10 @@ struct RankMemory {
   uint64_t masters = 0;
   uint64_t comm = 0;
   uint64_t gathered = 0;
-  uint64_t total() const { return params + grads + optimizer + masters + comm + gathered; }
+  uint64_t activations = 0;  // the model's (ActivationsEstimate), the same on every rank
+  uint64_t total() const {
+    return params + grads + optimizer + masters + comm + gathered + activations;
+  }
 };
 
 struct MemoryEstimate {
@@ -49,6 +53,13 @@ struct MemoryEstimate {
   std::string optimizer;          // "AdamW"
   int optimizer_states = 0;       // state tensors per element (AdamW: 2)
   std::vector<RankMemory> ranks;  // one per rank, 0..world_size-1 (empty without EstimateMemory)
+  // What forward keeps for backward (model/ActivationEstimate.hpp), per rank.
+  struct Activations {
+    std::string not_estimated;   // non-empty: why none (in no rank's figures)
+    std::string what;            // the shape it is for: model, batch, dtype, kernels
+    uint64_t after_forward = 0;  // kept from the end of forward into backward
+    uint64_t recompute = 0;      // held again while backward recomputes a unit
+  } activations;
 };
 
 // The estimate of `job` (validated, defaults applied) with `strategy`

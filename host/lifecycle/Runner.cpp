@@ -374,7 +374,7 @@ struct Runner::State {
         if (!mid_window) run_deferred_checkpoint_ops();
         schedulers->apply(p.iters_done, p.epochs_done);  // the next iteration's lr
         Metrics metrics;
-        metrics.reserve(12);
+        metrics.reserve(20);
         metrics.push_back({"loss", r.loss});
         metrics.push_back({"lr", lr});
         if (r.grad_norm >= 0) metrics.push_back({"grad_norm", r.grad_norm});
@@ -398,6 +398,16 @@ struct Runner::State {
         metrics.push_back({"time", iter_s});
         metrics.push_back({"data_time", data_time});
         metrics.push_back({"memory_mb", iteration_metrics.peak_rss_mb()});
+        // What the tensors held, split (TrainStep.hpp, MemorySplit): only the
+        // parts this host could tell.
+        const std::pair<const char*, int64_t> split[] = {
+            {"memory/params_mb", r.memory.params},
+            {"memory/grads_mb", r.memory.grads},
+            {"memory/optimizer_mb", r.memory.optimizer},
+            {"memory/activations_mb", r.memory.activations},
+            {"memory/tensors_peak_mb", r.memory.peak}};
+        for (const auto& [name, bytes] : split)
+          if (bytes >= 0) metrics.push_back({name, static_cast<double>(bytes) / (1024.0 * 1024.0)});
         // Language models count tokens (B x T), the others samples (B).
         const bool lm = model->task() == model::Task::LanguageModel;
         iteration_metrics.add(metrics, lm ? batch->input.numel() : batch->input.size(0), lm, iter_s,

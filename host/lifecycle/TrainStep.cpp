@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
+#include <unordered_set>
 
 #include "abi/ComponentFactory.hpp"
 #include "abi/HostError.hpp"
 #include "data/DataLoader.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/ModelAccess.hpp"
+#include "lifecycle/TensorMemory.hpp"
 #include "lifecycle/World.hpp"
 #include "model/Model.hpp"
 #include "optim/GradScaler.hpp"
@@ -38,6 +40,25 @@ std::optional<at::ScalarType> input_dtype(const host::StrategyInstance& strategy
   if (t.code == 0 && t.bits == 0) return std::nullopt;
   return at::toScalarType(t);
 }
+
+namespace {
+
+// The bytes of the storages under `tensors`, each once (views of one
+// buffer, tied weights); a storage without memory (a freed shard, meta)
+// counts nothing.
+int64_t storage_bytes(const std::vector<at::Tensor>& tensors) {
+  std::unordered_set<const c10::StorageImpl*> seen;
+  int64_t bytes = 0;
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined() || !t.has_storage() || t.is_meta()) continue;
+    const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+    if (s->data() == nullptr || !seen.insert(s).second) continue;
+    bytes += static_cast<int64_t>(s->nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace
 
 AccumulationWindow accumulation_window(int64_t n, int64_t inner_done, int64_t batches_per_epoch,
                                        int64_t iters_done, int64_t max_iters, int64_t first_inner) {
@@ -84,6 +105,7 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
                           int64_t iteration) {
   const bool step = window.last_batch;
   model_.train(true);
+  mark_cpu_tensor_peak();
   // The batch's parts for forward and backward: one, or micro_batches_ (an
   // elastic restart keeping the global batch by accumulation), each weighted
   // by its share of the batch, so that a mean loss's gradient is the whole
@@ -116,6 +138,7 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     // Named ranges (RECORD_USER_SCOPE): the phases in a profiler trace (hook
     // `profiler`); without a profiler each costs a check of the callbacks.
     at::Tensor loss;
+    const int64_t before_forward = tensor_bytes(device_);
     {
       RECORD_USER_SCOPE("rh::forward");
       // AmpOptimWrapper: forward and loss under autocast; backward after it
@@ -128,6 +151,10 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
       at::Tensor logits = float_logits(model_.forward(input));  // (B, C) / (B, T, V)
       loss = Evaluator::loss(model_.task(), logits, target);
     }
+    // What the forward left alive (saved for backward, the loss): its
+    // temporaries are freed by now, the logits too unless backward needs them.
+    if (const int64_t after = tensor_bytes(device_); before_forward >= 0 && after >= 0)
+      result.memory.activations = std::max(result.memory.activations, after - before_forward);
     if (last_part) {
       // The logged loss is the mean over ranks: its all-reduce runs while we
       // do backward and the step (read at the end, no round trip of its own;
@@ -186,6 +213,9 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     // The strategy's gradients are its memory: bound (not copied) as the
     // optimizer tensors' grads; zero_grad drops only the binding.
     if (!strategy_grads_.empty()) optim_.bind_grads(strategy_grads_);
+    std::vector<at::Tensor> grads;
+    for (const auto& p : optim_.params()) grads.push_back(p.param.grad());
+    result.memory.grads = storage_bytes(grads);
     {
       RECORD_USER_SCOPE("rh::optimizer_step");
       std::function<double(double, double)> reduce_norm;
@@ -202,6 +232,14 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
       strategy_.check("AfterOptimizerStep", vt.AfterOptimizerStep(strategy_.handle()));
     }
   }
+  if (step) {
+    std::vector<at::Tensor> params;
+    for (const auto& p : params_) params.push_back(p.tensor);
+    result.memory.params = storage_bytes(params);
+    result.memory.optimizer = storage_bytes(optim_.state_in_memory());
+  }
+  if (device_.is_cpu() && counting_cpu_tensor_memory())
+    result.memory.peak = cpu_tensor_peak_bytes();
   if (step) {
     RECORD_USER_SCOPE("rh::zero_grad");
     optim_.zero_grad();

@@ -71,6 +71,21 @@ struct MixedPrecision {
   optim::GradScaler* scaler = nullptr;  // the runner's (checkpointed with the run)
 };
 
+// What an iteration's tensors held, bytes (the memory/* metrics): each
+// storage counted once, however many tensors view it; -1 where the host
+// cannot tell. A strategy's own buffers (masters, flat gradients, gathered
+// units, communication) are in none of the first three: it reports them in
+// its own metrics.
+struct MemorySplit {
+  int64_t params = -1;       // the model's parameters, after the step (a sharded one: its shard)
+  int64_t grads = -1;        // the gradients the optimizer read (none: not stepped)
+  int64_t optimizer = -1;    // the optimizer's state, after the step
+  int64_t activations = -1;  // what forward left for backward (its tensors' growth), the
+                             // largest over the iteration's forwards; CPU: counted tensors
+                             // (TensorMemory.hpp); CUDA: the caching allocator's
+  int64_t peak = -1;         // the most tensor bytes held at once in the iteration
+};
+
 struct StepResult {
   double loss = 0;              // mean over ranks
   double grad_norm = -1;        // before clipping; -1 when the optimizer did not step or clip
@@ -79,6 +94,7 @@ struct StepResult {
   double loss_scale = 1;        // what the loss was multiplied by before backward (LossScale)
   int ranks_signalled = 0;      // ranks that had a stop signal when the step began
   int ranks_save_finished = 0;  // ranks whose part of a background save was over by then
+  MemorySplit memory;
 };
 
 class TrainStep {

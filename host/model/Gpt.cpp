@@ -118,6 +118,28 @@ class Gpt final : public BuiltinModel {
 
 }  // namespace
 
+// As forward() above runs (ActivationEstimate.hpp).
+ActivationEstimate gpt_activations(const config::Node& node, const ActivationShape& shape) {
+  const GptConfig c = read_gpt_config(node);
+  const int64_t B = shape.batch;
+  const int64_t T = shape.seq_len > 0 ? shape.seq_len : c.block_size;
+  const int64_t e = shape.element_size;
+  const int64_t x = B * T * c.block.dim;  // elements of a (B, T, D) tensor
+  ActivationEstimate est;
+  // embed: the positions (int64, T), kept by their embedding (the ids are
+  // the batch's); dropout of the sum.
+  UnitActivations embed{0, T * 8};
+  if (c.block.dropout > 0) embed.saved += dropout_saved_bytes(x, shape);
+  est.units.push_back(embed);
+  for (int64_t i = 0; i < c.depth; ++i)
+    est.units.push_back({x * e, block_saved_bytes(c.block, B, T, shape)});
+  // head: the norm's statistics and output (the linear's input); the logits
+  // are kept by nothing.
+  est.units.push_back({x * e, 2 * B * T * e + x * e});
+  est.loss = B * T * c.vocab_size * 4;  // cross_entropy's log_softmax output (float)
+  return est;
+}
+
 std::unique_ptr<Model> make_gpt(const config::Node& cfg, uint64_t seed) {
   return std::make_unique<Gpt>(read_gpt_config(cfg), seed);
 }

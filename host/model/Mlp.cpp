@@ -8,10 +8,12 @@
 
 #include <stdexcept>
 
+#include "model/ActivationEstimate.hpp"
 #include "model/BuiltinModel.hpp"
 #include "model/ConfigFields.hpp"
 #include "model/Layers.hpp"
 #include "model/ModelBuilders.hpp"
+#include "model/TransformerBlock.hpp"
 
 namespace rh::model {
 namespace {
@@ -93,6 +95,30 @@ class Mlp final : public BuiltinModel {
 };
 
 }  // namespace
+
+// As forward() above runs (ActivationEstimate.hpp).
+ActivationEstimate mlp_activations(const config::Node& node, const ActivationShape& shape) {
+  const MlpConfig c = read_mlp_config(node);
+  const int64_t B = shape.batch;
+  const int64_t e = shape.element_size;
+  ActivationEstimate est;
+  int64_t input = 0;  // the first layer's is the batch
+  for (const int64_t width : c.hidden) {
+    const int64_t n = B * width;
+    int64_t saved = 0;
+    // gelu keeps its input (the linear's output); relu and tanh their
+    // output, which is the unit's output (the next unit's input, counted
+    // there) unless dropout follows; dropout its noise or mask.
+    const bool keeps_output = c.activation != Activation::Gelu;
+    if (!keeps_output) saved += n * e;
+    if (c.dropout > 0) saved += dropout_saved_bytes(n, shape) + (keeps_output ? n * e : 0);
+    est.units.push_back({input, saved});
+    input = n * e;
+  }
+  est.units.push_back({input, 0});   // head: the linear keeps its input
+  est.loss = B * c.num_classes * 4;  // cross_entropy's log_softmax output (float)
+  return est;
+}
 
 std::unique_ptr<Model> make_mlp(const config::Node& cfg, uint64_t seed) {
   return std::make_unique<Mlp>(read_mlp_config(cfg), seed);

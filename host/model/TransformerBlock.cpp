@@ -46,6 +46,53 @@ at::Tensor TransformerBlock::forward(const at::Tensor& x, bool training) const {
   return h + at::dropout(m, spec_.dropout, training);
 }
 
+int64_t dropout_saved_bytes(int64_t n, const ActivationShape& shape) {
+  return shape.cuda ? n : n * shape.element_size;
+}
+
+// Term by term as forward() and attention() above run on LibTorch's
+// kernels: exact up to 0-dim scalars autograd keeps on the CPU
+// (EstimateMemoryTest.ActivationsAreWhatAForwardKeeps compares it with a
+// forward, on LibTorch 1.13 and 2.6); CUDA's kernels are taken to save what
+// the CPU's do, but dropout's one-byte mask and flash attention with dropout.
+int64_t block_saved_bytes(const TransformerBlockSpec& spec, int64_t rows, int64_t tokens,
+                          const ActivationShape& shape) {
+  const int64_t e = shape.element_size;
+  const int64_t D = spec.dim;
+  const int64_t H = spec.heads;
+  const int64_t F = std::max<int64_t>(1, std::llround(static_cast<double>(D) * spec.mlp_ratio));
+  const int64_t x = rows * tokens * D;                // elements of a (B, T, D) tensor
+  const int64_t scores = rows * H * tokens * tokens;  // (B, H, T, T)
+  const int64_t stats = 2 * rows * tokens * e;        // a LayerNorm's mean and rstd
+  const bool drop = spec.dropout > 0;
+  int64_t bytes = stats + x * e;  // norm1: its statistics; its output, qkv's input
+  // LibTorch's CPU flash kernel has no dropout: with dropout,
+  // scaled_dot_product_attention runs its math path on the CPU (2.6).
+  if (shape.fused_attention && !shape.cuda && drop) {
+    // q·√s, kᵀ·√s and v made contiguous for matmul; softmax's output; the
+    // dropout's noise and output (the second matmul's input); the heads'
+    // output made contiguous, proj's input.
+    bytes += 3 * x * e + 3 * scores * e + x * e;
+  } else if (shape.fused_attention) {
+    // q, k, v are views of qkv's output, kept whole; the output (laid out
+    // (B, T, H, d), so proj's input is a view of it) and the logsumexp.
+    bytes += 3 * x * e + x * e + rows * H * tokens * 4;
+  } else {
+    // matmul makes q, kᵀ and v contiguous and keeps the copies; the causal
+    // mask (bool, T x T) for masked_fill; softmax's output, which the second
+    // matmul also reads; then the heads' output made contiguous, proj's input.
+    bytes += 3 * x * e + (spec.causal ? tokens * tokens : 0) + scores * e + x * e;
+    // Dropout on the weights: its noise (CPU) or mask (CUDA), and its
+    // output, the second matmul's input.
+    if (drop) bytes += (shape.cuda ? scores : scores * e) + scores * e;
+  }
+  if (drop) bytes += dropout_saved_bytes(x, shape);  // after proj
+  bytes += x * e + stats + x * e;      // h (norm2's input), its statistics and output (fc1's input)
+  bytes += 2 * rows * tokens * F * e;  // fc1's output (gelu's input), gelu's (fc2's input)
+  if (drop) bytes += dropout_saved_bytes(x, shape);  // after fc2
+  return bytes;
+}
+
 AttentionKernel default_attention_kernel() {
   return compat::kHasFusedAttention ? AttentionKernel::kFused : AttentionKernel::kExplicit;
 }

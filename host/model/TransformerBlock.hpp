@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/ActivationEstimate.hpp"
 #include "model/Layers.hpp"
 
 namespace rh::model {
@@ -38,6 +39,17 @@ struct TransformerBlockSpec {
 // over `defaults`; a dim that heads do not divide is reported on `heads`.
 // causal and proj_std are the model's to set.
 TransformerBlockSpec read_block_spec(const ConfigFields& cfg, TransformerBlockSpec defaults);
+
+// What a block's forward saves for its backward, bytes, for `rows`
+// sequences of `tokens` (ActivationEstimate.hpp), its input left out (the
+// unit that made it counts it); `training` dropout.
+int64_t block_saved_bytes(const TransformerBlockSpec& spec, int64_t rows, int64_t tokens,
+                          const ActivationShape& shape);
+
+// What dropout of probability p > 0 keeps of an n-element tensor for its
+// backward, bytes: on the CPU its noise (input * noise keeps the factor
+// without a gradient), on CUDA a one-byte mask (the fused kernel).
+int64_t dropout_saved_bytes(int64_t n, const ActivationShape& shape);
 
 // How attention is computed: kFused is at::scaled_dot_product_attention
 // (LibTorch 2.0+), kExplicit the matmul-softmax-matmul it fuses.

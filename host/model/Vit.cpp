@@ -124,6 +124,27 @@ class Vit final : public BuiltinModel {
 
 }  // namespace
 
+// As forward() above runs (ActivationEstimate.hpp).
+ActivationEstimate vit_activations(const config::Node& node, const ActivationShape& shape) {
+  const VitConfig c = read_vit_config(node);
+  const int64_t B = shape.batch;
+  const int64_t grid = c.image_size / c.patch_size;
+  const int64_t T = grid * grid + 1;  // the patches and the class token
+  const int64_t e = shape.element_size;
+  const int64_t x = B * T * c.block.dim;
+  ActivationEstimate est;
+  // embed: the conv keeps the images (the batch's); cat and the position
+  // add keep nothing; dropout of the sum.
+  est.units.push_back({0, c.block.dropout > 0 ? dropout_saved_bytes(x, shape) : 0});
+  for (int64_t i = 0; i < c.depth; ++i)
+    est.units.push_back({x * e, block_saved_bytes(c.block, B, T, shape)});
+  // head: the norm of the class token (a view of the input): its statistics
+  // and output (the linear's input).
+  est.units.push_back({x * e, 2 * B * e + B * c.block.dim * e});
+  est.loss = B * c.num_classes * 4;  // cross_entropy's log_softmax output (float)
+  return est;
+}
+
 std::unique_ptr<Model> make_vit(const config::Node& cfg, uint64_t seed) {
   return std::make_unique<Vit>(read_vit_config(cfg), seed);
 }

@@ -553,6 +553,33 @@ std::vector<model::NamedTensor> OptimWrapper::state_tensors(bool copy) const {
   return out;
 }
 
+std::vector<at::Tensor> OptimWrapper::state_in_memory() const {
+  std::vector<at::Tensor> out;
+  const auto keep = [&out](const at::Tensor& t) {
+    if (t.defined()) out.push_back(t);
+  };
+  const OptimizerKind kind = kind_of(*optimizer_);
+  for (const auto& [key, state] : optimizer_->state()) {
+    (void)key;
+    switch (kind) {
+      case OptimizerKind::Adam: {
+        const auto& s = static_cast<const torch::optim::AdamParamState&>(*state);
+        keep(s.exp_avg()), keep(s.exp_avg_sq()), keep(s.max_exp_avg_sq());
+        break;
+      }
+      case OptimizerKind::AdamW: {
+        const auto& s = static_cast<const torch::optim::AdamWParamState&>(*state);
+        keep(s.exp_avg()), keep(s.exp_avg_sq()), keep(s.max_exp_avg_sq());
+        break;
+      }
+      case OptimizerKind::SGD:
+        keep(static_cast<const torch::optim::SGDParamState&>(*state).momentum_buffer());
+        break;
+    }
+  }
+  return out;
+}
+
 void OptimWrapper::load_state_tensors(const std::vector<model::NamedTensor>& tensors, bool adopt,
                                       const std::set<std::string>& fresh) {
   const OptimizerKind kind = kind_of(*optimizer_);

@@ -126,6 +126,9 @@ class OptimWrapper {
   // `copy` false: CPU tensors as they are (no copy), for a save that ends
   // before the next step.
   std::vector<model::NamedTensor> state_tensors(bool copy = true) const;
+  // The state tensors there are now (moments, momentum buffers), as they
+  // are, on their device: what the optimizer's memory is (memory/optimizer_mb).
+  std::vector<at::Tensor> state_in_memory() const;
   // The tensors it updates, in the order it was given them.
   const std::vector<OptimParam>& params() const { return params_; }
   // Restores what state_tensors() produced, onto each parameter's device, so

@@ -40,7 +40,8 @@
 # unit (4 x a block's elements); Psi from the model's shape (as runner-host's
 # gpt lays it out; activations are not in it). The issue's goals are checked
 # at the end (met / missed): ddp <= DDP, zero1 <= ZeroRedundancyOptimizer,
-# zero3 and fsdp <= FSDP2, zero2 < zero1 < ddp, zero3 and fsdp <= 0.7 x ddp.
+# zero3 and fsdp <= FSDP2, zero2 < zero1 < ddp, zero3 and fsdp <= 0.7 x ddp,
+# and --estimate-memory (run on each job too) within 15% of rank 0's figure.
 # OMP_NUM_THREADS=1 everywhere.
 #
 # Needs: root (the chroot), tools/build.sh's build/ (RH_BUILD_DIR) and a
@@ -137,6 +138,10 @@ run_rh() {  # PY RUNNER_HOST ROW OUT_DIR ITERS NPROC TAG DIM DEPTH
     gpt_job "$dir/gpt.$tag.$row.$size.yaml" "$iters" "$d" "$l"
     measure "$py" "$dir/$tag.$row.$size" "$nproc" "$rh" --config "$dir/gpt.$tag.$row.$size.yaml" \
       --set "work_dir=$dir/$tag.$row.$size" --set "strategy=$(strategy "$row")"
+    # What --estimate-memory says of the same job, beside what it measured.
+    "$rh" --config "$dir/gpt.$tag.$row.$size.yaml" --estimate-memory \
+      $([ "$nproc" = 0 ] || echo --nproc-per-node "$nproc") --set "strategy=$(strategy "$row")" \
+      > "$dir/$tag.$row.$size.est" 2>&1 || echo "  FAILED: the estimate of $tag.$row.$size" >&2
   done
 }
 
@@ -276,6 +281,22 @@ def cost(prefix):
     return delta[top], delta[0], full[top], base[top]
 
 
+def estimate(prefix):
+    """--estimate-memory's total for rank 0 (activations included), the
+    model's - the tiny model's, MiB; None when either is missing."""
+    totals = []
+    for size in ("full", "base"):
+        try:
+            text = open(f"{prefix}.{size}.est").read()
+        except OSError:
+            return None
+        m = re.search(r"^bytes (?:rank 0|ranks 0-\d+):.* total (\d+)$", text, re.M)
+        if not m:
+            return None
+        totals.append(int(m.group(1)))
+    return (totals[0] - totals[1]) / 2 ** 20
+
+
 def metrics_rank0(path):
     """runner-host rank 0's own memory_mb of its last step (metrics hook)."""
     try:
@@ -298,6 +319,8 @@ theory = {"single": ("16Psi", 16 * psi), "ddp": ("16Psi", 16 * psi),
 rh26 = {r: cost(os.path.join(work, f"rh26.{r}")) for r in rows}
 rh113 = {r: cost(os.path.join(work, f"rh113.{r}")) for r in rows}
 peer = {p: cost(os.path.join(work, f"peer.{p}")) for p in set(PEER_OF[r] for r in rows) if p}
+est26 = {r: estimate(os.path.join(work, f"rh26.{r}")) for r in rows}
+est113 = {r: estimate(os.path.join(work, f"rh113.{r}")) for r in rows}
 
 NAMES = {"single": "single (1 process)", "ddp": "ddp", "zero1": "zero stage 1", "zero2": "zero stage 2",
          "zero3": "zero stage 3", "fsdp": "fsdp full_shard"}
@@ -343,6 +366,16 @@ for r in rows:
     p = PEER_OF[r]
     out.append(f"| {NAMES[r]} | {raw(rh26[r])} | {raw(rh113[r])} | {raw(peer.get(p)) if p else '-'} |")
 
+out += ["", "`--estimate-memory` (rank 0, activations included, the model's - the tiny model's) against "
+        "rank 0's measured peak - baseline, MiB:", "",
+        "| strategy | estimate 2.6 | measured 2.6 | estimate / measured | estimate 1.13 | measured 1.13 | "
+        "estimate / measured |", "|---|---:|---:|---:|---:|---:|---:|"]
+def vs(e, c):
+    return "-" if e is None or c is None or c[1] <= 0 else f"{e / c[1]:.2f}"
+for r in rows:
+    out.append(f"| {NAMES[r]} | {f(est26[r])} | {f(rh26[r][1] if rh26[r] else None)} | {vs(est26[r], rh26[r])} | "
+               f"{f(est113[r])} | {f(rh113[r][1] if rh113[r] else None)} | {vs(est113[r], rh113[r])} |")
+
 # The goals of issue 39, on the largest rank.
 def goal(label, test):
     """test(figures, peers) -> (met, text) or None when a figure is missing."""
@@ -370,6 +403,13 @@ out += ["", "Goals of issue 39 (the largest rank, MiB):",
                                                  f"{v['zero2']:.0f}, {v['zero1']:.0f}, {v['ddp']:.0f}")),
         goal("zero3 <= 0.7 x ddp", lambda v, p: at_most(v["zero3"], 0.7 * v["ddp"])),
         goal("fsdp <= 0.7 x ddp", lambda v, p: at_most(v["fsdp"], 0.7 * v["ddp"]))]
+for side, e, c in (("runner-host 2.6", est26, rh26), ("runner-host 1.13", est113, rh113)):
+    off = {r: e[r] / c[r][1] - 1 for r in rows if e[r] is not None and c[r] and c[r][1] > 0}
+    if off:
+        worst = max(off, key=lambda r: abs(off[r]))
+        out.append(f"- the estimate within 15% of rank 0's measured peak - baseline, every strategy: {side} "
+                   f"{'met' if abs(off[worst]) <= 0.15 else 'MISSED'} (furthest: {NAMES[worst]}, "
+                   f"{off[worst] * 100:+.0f}%)")
 
 # runner-host rank 0's own figure (metrics hook) against wait4's.
 gaps = []
@@ -391,9 +431,10 @@ out += ["", "What differs besides the runner:",
         + (f" runner-host's rank 0 also reports its peak in its metrics (memory_mb of its last step: "
            f"getrusage, read at most every 100 ms): wait4's figure is {min(gaps):.1f} to {max(gaps):.1f} MiB "
            "above it (what the process held after that read, to its end)." if gaps else ""),
-        "- Heap: runner-host keeps freed blocks of up to 1 GiB in glibc's heap (host/launch/HeapPolicy.hpp), "
-        "resident for the next use; the peers run glibc's defaults (blocks above 32 MiB at most mmap'd and "
-        "returned on free). A peak counts what was resident at once either way.",
+        "- Heap: runner-host maps every block of 1 MiB or more for itself and returns it on free (its "
+        "default, env_cfg.heap: release; host/launch/HeapPolicy.hpp); the peers run glibc's defaults (blocks "
+        "above 32 MiB at most mmap'd and returned on free, smaller ones kept in the heap). A peak counts what "
+        "was resident at once either way.",
         "- Transport: runner-host's ranks meet through shared memory on one host (its default; the pages of "
         "the segments a rank touches count in its RSS), the peers over Gloo's TCP (USE_LIBUV=0 where Debian's "
         "2.6 has no libuv: peer_common.py).",

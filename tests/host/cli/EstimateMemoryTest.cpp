@@ -13,6 +13,7 @@
 #include <regex>
 #include <string>
 
+#include "common/DistributedTestUtil.hpp"  // write_cifar
 #include "common/TestUtil.hpp"
 
 namespace {
@@ -20,6 +21,7 @@ namespace {
 using rh::test::quote;
 using rh::test::run_command;
 using rh::test::TempDir;
+namespace fs = std::filesystem;
 
 // An mlp 64 -> 32 -> 8: layers.0 is 64*32 + 32 = 2080 elements, head
 // 32*8 + 8 = 264; 2344 in all, 9376 bytes in float32.
@@ -66,7 +68,9 @@ TEST(EstimateMemoryTest, SingleKeepsTheModelItsGradientsAndTheOptimizersState) {
   EXPECT_EQ(bytes_of(r.output, "rank 0", "params"), 4 * kAll);
   EXPECT_EQ(bytes_of(r.output, "rank 0", "grads"), 4 * kAll);
   EXPECT_EQ(bytes_of(r.output, "rank 0", "optimizer"), 2 * 4 * kAll);  // exp_avg, exp_avg_sq
-  EXPECT_EQ(bytes_of(r.output, "rank 0", "total"), 16 * kAll);
+  // With what one forward keeps (ActivationsAreWhatAForwardKeeps checks it).
+  EXPECT_EQ(bytes_of(r.output, "rank 0", "total"),
+            16 * kAll + bytes_of(r.output, "rank 0", "activations"));
 }
 
 TEST(EstimateMemoryTest, FrozenParametersHaveNoGradientAndNoOptimizerState) {
@@ -290,6 +294,121 @@ TEST(EstimateMemoryTest, NothingOfTheModelIsAllocated) {
   const long big = estimate_peak_rss_kib(dir, 8192);
   EXPECT_LT(big - tiny, 64 * 1024)
       << "peak RSS " << big / 1024 << " MiB against " << tiny / 1024 << " MiB for the tiny model";
+}
+
+// The activation estimate (model/ActivationEstimate.hpp) against what one
+// forward of the same job really leaves alive for backward: the growth of
+// the CPU tensors over the forward (memory/activations_mb, counted by
+// lifecycle/TensorMemory.hpp, exact to the byte). One iteration, no loader
+// worker (a worker's next batch would be counted too). Each model, with and
+// without dropout, written-out or fused attention as this LibTorch has it,
+// whole and with units recomputed (each keeping the generator's state).
+// The estimate leaves out 0-dim tensors autograd keeps (8 bytes in all on
+// LibTorch 1.13: the loss's); kSlack covers eight of them.
+TEST(EstimateMemoryTest, ActivationsAreWhatAForwardKeeps) {
+  constexpr int64_t kSlack = 64;
+  TempDir dir;
+  const fs::path cifar = dir / "cifar";
+  rh::test::write_cifar(cifar);
+  const std::string text =
+      "{type: char_lm, path: " + std::string(RH_TEST_TEXT) + ", block_size: 32, split: train}";
+  const std::string features =
+      "{type: synthetic_classification, num_samples: 64, num_features: 32, num_classes: 10}";
+  const std::string images = "{type: cifar10, root: " + cifar.string() + ", split: train}";
+  const std::string gpt = "type: gpt, vocab_size: 256, block_size: 32, dim: 64, heads: 4";
+  const std::string vit =
+      "type: vit, image_size: 32, patch_size: 8, in_channels: 3, num_classes: 10, dim: 32, heads: "
+      "2";
+  const std::string mlp = "type: mlp, in_features: 32, hidden: [64, 48], num_classes: 10";
+  struct Case {
+    std::string name, model, dataset, extra;
+  };
+  const std::vector<Case> cases = {
+      {"gpt", gpt + ", depth: 2", text, ""},
+      {"gpt_dropout", gpt + ", depth: 2, dropout: 0.1", text, ""},
+      {"gpt_full_ac", gpt + ", depth: 3", text, "activation_checkpoint: {mode: full}\n"},
+      {"gpt_selective_ac_dropout", gpt + ", depth: 4, dropout: 0.1", text,
+       "activation_checkpoint: {mode: selective, selective_ac_option: 2}\n"},
+      {"vit_dropout", vit + ", depth: 2, dropout: 0.1", images, ""},
+      {"mlp_relu_dropout", mlp + ", activation: relu, dropout: 0.2", features, ""},
+      {"mlp_gelu_dropout", mlp + ", activation: gelu, dropout: 0.2", features, ""},
+      {"mlp_tanh", mlp + ", activation: tanh", features, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto path =
+        dir.write(c.name + ".yaml", "seed: 0\nmodel: {" + c.model +
+                                        "}\ndata:\n  train: {dataset: " + c.dataset +
+                                        ", batch_size: 4, num_workers: 0}\n"
+                                        "optim_wrapper: {optimizer: {type: AdamW, lr: 0.001}}\n"
+                                        "train_cfg: {by_epoch: false, max_iters: 1}\n"
+                                        "hooks: [{type: metrics}]\n" +
+                                        c.extra);
+    const std::string base = std::string(RH_RUNNER_HOST) + " --config " + quote(path.string());
+    const auto est = run_command(base + " --estimate-memory");
+    ASSERT_EQ(est.exit_code, 0) << est.output;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(est.output, m,
+                                  std::regex("bytes activations: after_forward ([0-9]+) "
+                                             "recompute ([0-9]+)")))
+        << est.output;
+    const int64_t estimated = std::stoll(m[1].str());
+    const int64_t recompute = std::stoll(m[2].str());
+    const auto work = dir / c.name;
+    const auto run = run_command(base + " --set work_dir=" + quote(work.string()));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    // The metric is bytes / 2^20, written with every digit: bytes again.
+    const std::string text_metrics = rh::test::read_file(work / "metrics.jsonl");
+    ASSERT_TRUE(
+        std::regex_search(text_metrics, m, std::regex("\"memory/activations_mb\": ([0-9.e+-]+)")))
+        << text_metrics;
+    const auto measured = static_cast<int64_t>(std::llround(std::stod(m[1].str()) * 1048576.0));
+    EXPECT_LE(std::llabs(measured - estimated), kSlack)
+        << "estimated " << estimated << " bytes, measured " << measured << "\n"
+        << est.output;
+    EXPECT_EQ(recompute > 0, !c.extra.empty()) << est.output;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Each iteration's memory/params_mb, memory/grads_mb and memory/optimizer_mb
+// (the storages of the model's parameters, of the gradients the optimizer
+// read, of its state; bytes / 2^20 with every digit) split what a rank holds
+// as the estimate does: equal to its figures, single on one rank and fsdp's
+// shards on two.
+TEST(EstimateMemoryTest, TheMemoryMetricsSplitAsTheEstimate) {
+  TempDir dir;
+  const auto single = dir / "single";
+  const auto path = dir.write(
+      "job.yaml", job("", "{type: AdamW, lr: 0.001}", "{type: single}") +
+                      "hooks: [{type: metrics}]\nwork_dir: " + quote(single.string()) + "\n");
+  const std::string base = std::string(RH_RUNNER_HOST) + " --config " + quote(path.string());
+  const auto est = run_command(base + " --estimate-memory");
+  ASSERT_EQ(est.exit_code, 0) << est.output;
+  const auto run = run_command(base);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto metric_bytes = [](const std::filesystem::path& metrics, const std::string& name) {
+    const std::string text = rh::test::read_file(metrics);
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(text, m, std::regex("\"" + name + "\": ([0-9.e+-]+)")))
+        << name << " not in " << text;
+    return static_cast<uint64_t>(std::llround(std::stod(m[1].str()) * 1048576.0));
+  };
+  const auto metrics = single / "metrics.jsonl";
+  EXPECT_EQ(metric_bytes(metrics, "memory/params_mb"), bytes_of(est.output, "rank 0", "params"));
+  EXPECT_EQ(metric_bytes(metrics, "memory/grads_mb"), bytes_of(est.output, "rank 0", "grads"));
+  EXPECT_EQ(metric_bytes(metrics, "memory/optimizer_mb"),
+            bytes_of(est.output, "rank 0", "optimizer"));
+
+  const auto [fsdp_est, fsdp_metrics] =
+      estimate_and_train(dir, "{type: fsdp, sharding_strategy: full_shard}", "fsdp");
+  SCOPED_TRACE(fsdp_est);
+  EXPECT_EQ(metric_bytes(fsdp_metrics, "memory/optimizer_mb"),
+            bytes_of(fsdp_est, "ranks 0-1", "optimizer"));
+  EXPECT_EQ(metric_bytes(fsdp_metrics, "memory/params_mb"), 0u) << "the shards are freed";
 }
 
 }  // namespace

@@ -28,6 +28,15 @@ TEST(EnvCfgTest, BlasCoretypeTakesAutoOrACoreName) {
             Messages{"job.yaml:2:26: env_cfg.blas_coretype: expected a string, got a list"});
 }
 
+TEST(EnvCfgTest, HeapTakesReleaseOrKeep) {
+  EXPECT_EQ(check(kModel + "env_cfg: {heap: release}\n"), Messages{});
+  EXPECT_EQ(check(kModel + "env_cfg: {heap: keep}\n"), Messages{});
+  const Messages got = check(kModel + "env_cfg: {heap: hold}\n");
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_NE(got[0].find("job.yaml:2:17: env_cfg.heap:"), std::string::npos) << got[0];
+  EXPECT_NE(got[0].find("release"), std::string::npos) << got[0];
+}
+
 TEST(EnvCfgTest, OtherEnvCfgKeysAreUnknownWithTheirLocation) {
   EXPECT_EQ(check(kModel + "env_cfg:\n  cudnn_benchmark: false\n  blas_coretyp: auto\n"),
             (Messages{"job.yaml:3:3: env_cfg.cudnn_benchmark: unknown key",
