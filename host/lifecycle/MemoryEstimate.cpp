@@ -30,7 +30,8 @@ double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.
 
 bool same_figures(const RankMemory& a, const RankMemory& b) {
   return a.params == b.params && a.grads == b.grads && a.optimizer == b.optimizer &&
-         a.masters == b.masters && a.comm == b.comm && a.gathered == b.gathered;
+         a.masters == b.masters && a.comm == b.comm && a.gathered == b.gathered &&
+         a.backward_grads == b.backward_grads;
 }
 
 // The activations of one forward on a rank: the job's batch (per rank),
@@ -135,6 +136,8 @@ MemoryEstimate estimate_memory(const config::Node& job, const std::filesystem::p
     r.comm = out.comm_bytes;
     r.gathered = out.gathered_bytes;
     r.activations = est.activations.after_forward + est.activations.recompute;
+    // A plugin of ABI 1.9 leaves it 0 (all its gradients held throughout).
+    r.backward_grads = std::min(out.backward_grad_bytes, out.grad_bytes);
     est.ranks.push_back(r);
   }
   return est;
@@ -171,9 +174,9 @@ void print_memory_estimate(const MemoryEstimate& est, const MemoryEstimateOption
         mib(r.activations), mib(r.total()));
     bytes += fmt::format(
         "bytes {}: params {} grads {} optimizer {} masters {} comm {} gathered {} activations {} "
-        "total {}\n",
+        "backward_grads {} total {}\n",
         who, r.params, r.grads, r.optimizer, r.masters, r.comm, r.gathered, r.activations,
-        r.total());
+        r.backward_grads, r.total());
     first = last + 1;
   }
   const MemoryEstimate::Activations& a = est.activations;
@@ -190,7 +193,9 @@ void print_memory_estimate(const MemoryEstimate& est, const MemoryEstimateOption
   if (a.not_estimated.empty())
     bytes += fmt::format("bytes activations: after_forward {} recompute {}\n", a.after_forward,
                          a.recompute);
-  out << "not included: the temporaries of forward and backward (the gradients flowing between "
+  out << "total: the peak; the gradients backward makes and zero_grad drops take the place of the "
+         "activations it frees (the larger of the two counts)\n"
+      << "not included: the temporaries of forward and backward (the gradients flowing between "
          "units), the model's buffers, the heap's free blocks, LibTorch's own memory\n"
       << bytes;
 }

@@ -10,6 +10,7 @@
 // built-in model's forward at the job's batch (model/ActivationEstimate.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
@@ -40,8 +41,14 @@ struct RankMemory {
   uint64_t comm = 0;
   uint64_t gathered = 0;
   uint64_t activations = 0;  // the model's (ActivationsEstimate), the same on every rank
+  // Of grads, those made in backward and dropped at zero_grad (ABI 1.10):
+  // backward frees the activations as it makes them.
+  uint64_t backward_grads = 0;
+  // The peak: everything held through forward, and the larger of the
+  // activations and the gradients backward makes in their place.
   uint64_t total() const {
-    return params + grads + optimizer + masters + comm + gathered + activations;
+    return params + (grads - backward_grads) + optimizer + masters + comm + gathered +
+           std::max(activations, backward_grads);
   }
 };
 

@@ -69,7 +69,6 @@ struct CountingAllocator final : c10::Allocator {
   }
 };
 
-CountingAllocator g_counting;
 std::once_flag g_once;
 bool g_installed = false;
 
@@ -87,8 +86,11 @@ bool count_cpu_tensor_memory() {
     g_inner_free = free_fn;
     // Above LibTorch's own registration (priority 0), so that a later
     // registration at 0 cannot replace it unnoticed.
-    c10::SetCPUAllocator(&g_counting, /*priority=*/1);
-    g_installed = c10::GetCPUAllocator() == &g_counting;
+    // Never destroyed: LibTorch may allocate while its own statics are
+    // destroyed at exit, after this file's would be.
+    auto* counting = new CountingAllocator();
+    c10::SetCPUAllocator(counting, /*priority=*/1);
+    g_installed = c10::GetCPUAllocator() == counting;
   });
   return g_installed;
 }

@@ -295,7 +295,7 @@ RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, accumulation, 40);
 RH_ABI_PIN_OFFSET(rh_MemoryEstimateArgs, buffer_bytes, 48);
 RH_ABI_PIN_STRUCT_SIZE(RH_MEMORY_ESTIMATE_ARGS_STRUCT_SIZE, rh_MemoryEstimateArgs, 56);
 
-RH_ABI_PIN_SIZE(rh_MemoryEstimate, 64);
+RH_ABI_PIN_SIZE(rh_MemoryEstimate, 72);
 RH_ABI_PIN_OFFSET(rh_MemoryEstimate, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_MemoryEstimate, param_bytes, 8);
 RH_ABI_PIN_OFFSET(rh_MemoryEstimate, grad_bytes, 16);
@@ -304,7 +304,9 @@ RH_ABI_PIN_OFFSET(rh_MemoryEstimate, optimizer_element_size, 32);
 RH_ABI_PIN_OFFSET(rh_MemoryEstimate, master_bytes, 40);
 RH_ABI_PIN_OFFSET(rh_MemoryEstimate, comm_bytes, 48);
 RH_ABI_PIN_OFFSET(rh_MemoryEstimate, gathered_bytes, 56);
-RH_ABI_PIN_STRUCT_SIZE(RH_MEMORY_ESTIMATE_STRUCT_SIZE, rh_MemoryEstimate, 64);
+/* ABI 1.10 */
+RH_ABI_PIN_OFFSET(rh_MemoryEstimate, backward_grad_bytes, 64);
+RH_ABI_PIN_STRUCT_SIZE(RH_MEMORY_ESTIMATE_STRUCT_SIZE, rh_MemoryEstimate, 72);
 
 RH_ABI_PIN_SIZE(rh_StrategyVtable, 144);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, struct_size, 0);

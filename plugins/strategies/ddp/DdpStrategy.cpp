@@ -64,6 +64,7 @@ void DdpStrategy::estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEs
     pending = std::max(pending, sum);
   }
   out.grad_bytes += args.accumulation > 1 ? trainable : pending;
+  out.backward_grad_bytes = args.accumulation > 1 ? 0 : pending;
   // broadcast_buffers: a flat copy of the model's buffers, kept (broadcast).
   if (broadcast_buffers_) out.comm_bytes = args.buffer_bytes;
 }

@@ -153,6 +153,8 @@ void FsdpStrategy::estimate_memory(const rh_MemoryEstimateArgs& args,
     out.param_bytes = static_cast<uint64_t>(P * (unmanaged + managed_numel));
     if (P != 4) out.master_bytes = static_cast<uint64_t>(4 * blocks);
     out.grad_bytes = static_cast<uint64_t>(4 * blocks + (P != 4 ? P * managed_numel : 0));
+    if (args.accumulation == 1 && P != 4)
+      out.backward_grad_bytes = static_cast<uint64_t>(P * managed_numel);
     return;
   }
   Replay replay(units, unit_of_model, cfg);
@@ -169,6 +171,7 @@ void FsdpStrategy::estimate_memory(const rh_MemoryEstimateArgs& args,
   const int64_t reduce_buffers = std::min<int64_t>(2, static_cast<int64_t>(units.size()));
   const int64_t full = args.accumulation > 1 ? P * managed_numel : P * largest_numel;
   out.grad_bytes = static_cast<uint64_t>(4 * blocks + reduce_buffers * Rd * largest + full);
+  if (args.accumulation == 1) out.backward_grad_bytes = static_cast<uint64_t>(full);
   // The gather pool: the buffers in use at once, and after the step one for
   // the persistent units' new values.
   const int64_t gather_buffers = std::max<int64_t>(replay.peak_buffers, root >= 0 ? 1 : 0);

@@ -115,10 +115,12 @@ void ZeroStrategy::estimate_memory(const rh_MemoryEstimateArgs& args,
   // Autograd's own gradients: each is copied into its flat buffer and
   // released when ready (a float32 copy of it in bf16/fp16), except at stage
   // 1 in float32 inside a window, where they all wait for its last backward.
-  if (stage_ == 1 && w == 4 && window)
+  if (stage_ == 1 && w == 4 && window) {
     out.grad_bytes += static_cast<uint64_t>(4 * trainable);
-  else
-    out.grad_bytes += static_cast<uint64_t>(largest_param * (w + (w != 4 ? 4 : 0)));
+  } else {
+    out.backward_grad_bytes = static_cast<uint64_t>(largest_param * (w + (w != 4 ? 4 : 0)));
+    out.grad_bytes += out.backward_grad_bytes;
+  }
   // Stage 2 and 3 inside a window reduce-scatter into a chunk of their own.
   if (stage_ >= 2 && window && z.reduce_scatter)
     out.comm_bytes += static_cast<uint64_t>((z.overlap_comm ? 2 : 1) * 4 * largest_chunk);

@@ -58,6 +58,9 @@
  *   1.9  rh_StrategyVtable: EstimateMemory with rh_MemoryEstimateArgs,
  *        rh_ParamSize and rh_MemoryEstimate (`runner-host --estimate-memory`:
  *        a strategy says what a rank keeps, without the model).
+ *   1.10 rh_MemoryEstimate: backward_grad_bytes (the gradients that exist
+ *        only from backward to zero_grad, which the host weighs against the
+ *        activations backward frees instead of adding them).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -70,7 +73,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 9
+#define RH_ABI_VERSION_MINOR 10
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

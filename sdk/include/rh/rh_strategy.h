@@ -328,8 +328,16 @@ typedef struct rh_MemoryEstimate {
   /* Whole parameters gathered from shards, at most at once (zero stage 3,
    * fsdp: the units being computed and prefetched). */
   uint64_t gathered_bytes;
+  /* ABI 1.10. Of grad_bytes, what exists only from backward until the
+   * optimizer's zero_grad: autograd's gradients the strategy does not keep
+   * (single's; ddp's waiting for their bucket; the one zero and fsdp are
+   * copying), none through an accumulation window. Backward makes them as
+   * it frees the activations, so the host counts the larger of the two,
+   * not both. 0 (a plugin of ABI 1.9): all of grad_bytes is held through
+   * forward. */
+  uint64_t backward_grad_bytes;
 } rh_MemoryEstimate;
-#define RH_MEMORY_ESTIMATE_STRUCT_SIZE RH_STRUCT_SIZE(rh_MemoryEstimate, gathered_bytes)
+#define RH_MEMORY_ESTIMATE_STRUCT_SIZE RH_STRUCT_SIZE(rh_MemoryEstimate, backward_grad_bytes)
 
 typedef struct rh_StrategyVtable {
   size_t struct_size;

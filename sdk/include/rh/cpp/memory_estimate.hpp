@@ -1,4 +1,4 @@
-// rh/cpp/memory_estimate.hpp — sums a strategy's EstimateMemory (ABI 1.9)
+// rh/cpp/memory_estimate.hpp — sums a strategy's EstimateMemory (ABI 1.9, 1.10)
 // needs over the parameters' sizes, for every rank alike.
 #pragma once
 
@@ -31,10 +31,13 @@ inline bool is_frozen(const rh_ParamSize& p) { return p.requires_grad == 0; }
 
 // Every parameter whole on every rank, autograd's gradients, the optimizer
 // on every trainable parameter: what `single` keeps, and ddp's model part.
+// The gradients exist from backward to zero_grad only, unless a window
+// accumulates them (ABI 1.10, backward_grad_bytes).
 inline void estimate_whole_model(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) {
   out.param_bytes = param_bytes_if(args, [](const rh_ParamSize&) { return true; });
   out.grad_bytes = param_bytes_if(args, is_trainable);
   out.optimizer_elements = param_elements_if(args, is_trainable);
+  out.backward_grad_bytes = args.accumulation > 1 ? 0 : out.grad_bytes;
 }
 
 }  // namespace rh
