@@ -11,6 +11,7 @@
 #     (Debian's python3-torch).
 #
 #   tools/bench/bench_checkpoint.sh [saves >= 4] [rounds, default 3]  (after tools/build.sh)
+#   RH_BENCH_HEAP=keep|release: the runner's env_cfg.heap (default: its default, release)
 #
 # The job: an MLP of 54.6 M parameters (1024 -> 4 x 4096 -> 10) with SGD
 # momentum, 1 rank, a checkpoint after every iteration, max_keep_ckpts 1. A
@@ -68,6 +69,7 @@ optim_wrapper: {optimizer: {type: SGD, lr: 0.001, momentum: 0.9}}
 train_cfg: {by_epoch: false, max_iters: $2}
 checkpoint_io: $1
 hooks: [{type: checkpoint, by_epoch: false, interval: $4, max_keep_ckpts: 1}]
+${RH_BENCH_HEAP:+env_cfg: {heap: $RH_BENCH_HEAP\}}
 $3
 YAML
 }
