@@ -49,6 +49,7 @@ TEST_PACKAGES=(
   libgtest-dev libgmock-dev
   binutils                # nm, for the exported-symbol test
   python3-protobuf python3-matplotlib  # tools/plot_metrics.py and the event-file reader test
+  python3-numpy           # TokenShardDatasetTest writes nanoGPT's and Megatron's token files with it
   # /usr/bin/python3's torch (Debian 12: 1.13, Debian 13: 2.6, CPU): the
   # interop tests read our files with it (SafetensorsTest.PythonReadsTheFile,
   # CkptToolTest.ConvertToTorch... and CkptToolTest.TorchCheckpointIo...:

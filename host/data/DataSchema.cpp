@@ -39,11 +39,31 @@ config::Schema loader_schema() {
       {"std", list(number_above(0)), false, "3 values, one per channel (RGB)"},
   });
 
+  const config::Schema token_bin = map({
+      {"path", string(), true,
+       "nanoGPT's flat token file (train.bin), relative to the job directory"},
+      {"dtype", enumeration({"uint16", "uint32"}), false, "the tokens' type (default uint16)"},
+      {"block_size", integer(1), false, "T: tokens per example (default 64)"},
+      {"stride", integer(1), false,
+       "tokens between examples' starts (default block_size: consecutive blocks; 1: every "
+       "window, random with shuffle)"},
+      {"vocab_size", integer(1), false, "every token read must be below it (default: unchecked)"},
+  });
+  const config::Schema megatron_indexed = map({
+      {"path_prefix", string(), true,
+       "Megatron-LM's indexed dataset without .bin/.idx, relative to the job directory"},
+      {"block_size", integer(1), false, "T: tokens per example (default 64)"},
+      {"stride", integer(1), false, "as token_bin's"},
+      {"vocab_size", integer(1), false, "every token read must be below it (default: unchecked)"},
+  });
+
   return map({
       {"dataset",
        typed_union("type",
                    {{"synthetic_classification", synthetic},
                     {"char_lm", char_lm},
+                    {"token_bin", token_bin},
+                    {"megatron_indexed", megatron_indexed},
                     {"csv", csv},
                     {"mnist", mnist},
                     {"cifar10", cifar10}},

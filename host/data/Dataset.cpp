@@ -12,6 +12,7 @@
 #include "data/DataFiles.hpp"
 #include "data/MnistDataset.hpp"
 #include "data/SyntheticClassificationDataset.hpp"
+#include "data/TokenShardDataset.hpp"
 
 namespace rh::data {
 namespace {
@@ -91,6 +92,30 @@ std::shared_ptr<Dataset> char_lm(const Node& cfg, const std::string& job_dir) {
   return std::make_shared<CharLmDataset>(o);
 }
 
+std::shared_ptr<Dataset> token_shards(const Node& cfg, const std::string& job_dir,
+                                      TokenShardOptions::Format format) {
+  const bool megatron = format == TokenShardOptions::Format::Megatron;
+  const Node& path = required(cfg, megatron ? "path_prefix" : "path");
+  TokenShardOptions o;
+  o.format = format;
+  o.file = resolve_data_path(path.as_string(), job_dir);
+  o.key = FileKey::of(path);
+  if (const Node* dtype = cfg.find("dtype"))
+    o.element_size = dtype->as_string() == "uint32" ? 4 : 2;
+  o.block_size = int_or(cfg, "block_size", o.block_size);
+  o.stride = int_or(cfg, "stride", 0);
+  o.vocab_size = int_or(cfg, "vocab_size", 0);
+  return std::make_shared<TokenShardDataset>(o);
+}
+
+std::shared_ptr<Dataset> token_bin(const Node& cfg, const std::string& job_dir) {
+  return token_shards(cfg, job_dir, TokenShardOptions::Format::Bin);
+}
+
+std::shared_ptr<Dataset> megatron_indexed(const Node& cfg, const std::string& job_dir) {
+  return token_shards(cfg, job_dir, TokenShardOptions::Format::Megatron);
+}
+
 std::shared_ptr<Dataset> csv(const Node& cfg, const std::string& job_dir) {
   const Node& path = required(cfg, "path");
   CsvOptions o;
@@ -157,6 +182,8 @@ std::shared_ptr<Dataset> build_dataset(const config::Node& cfg, const std::strin
   static const std::map<std::string, Builder> kBuilders = {
       {"synthetic_classification", synthetic_classification},
       {"char_lm", char_lm},
+      {"token_bin", token_bin},
+      {"megatron_indexed", megatron_indexed},
       {"csv", csv},
       {"mnist", mnist},
       {"cifar10", cifar10},

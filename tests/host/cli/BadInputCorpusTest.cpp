@@ -504,6 +504,21 @@ TEST_F(BadInputCorpusTest, DataCharLmEmptyText) {
                           "' is too short for block_size 64: its train split has 0 bytes"});
 }
 
+TEST_F(BadInputCorpusTest, DataTokenBinNotAWholeNumberOfTokens) {
+  dir.write("data/train.bin", std::string(7, '\1'));
+  expect_dataset_refused("{type: token_bin, path: data/train.bin}",
+                         {"job.yaml:5:44: data.train.dataset.path: '" + at("data/train.bin") +
+                          "': 7 bytes is not a whole number of 2-byte tokens"});
+}
+
+TEST_F(BadInputCorpusTest, DataMegatronIndexWithoutItsMagic) {
+  dir.write("data/corpus.bin", std::string(64, '\1'));
+  dir.write("data/corpus.idx", std::string(40, 'x'));
+  expect_dataset_refused("{type: megatron_indexed, path_prefix: data/corpus}",
+                         {"job.yaml:5:58: data.train.dataset.path_prefix: '" +
+                          at("data/corpus.idx") + "': at byte 0: no MMIDIDX magic"});
+}
+
 // ============================== checkpoints =====================================
 
 // The trained job with `line` added (resume:, load_from:).

@@ -447,4 +447,37 @@ TEST(ConfigsTest, EveryShippedJobFileIsValid) {
   EXPECT_GE(checked, 4);
 }
 
+// The token-file example jobs run as their comments say: the files written by
+// tools/data/text_to_tokens.py (numpy, nanoGPT's and Megatron-LM's layouts)
+// beside a copy of configs/, a few steps, the loss going down.
+TEST(ConfigsTest, TheTokenFileJobsTrainOnWhatTextToTokensWrites) {
+  const fs::path source = fs::path(RH_CONFIGS_DIR).parent_path();
+  rh::test::TempDir dir;
+  fs::create_directories(dir / "configs");
+  for (const auto& [job, flags] : {std::pair<std::string, std::string>{"gpt_token_bin", ""},
+                                   {"gpt_megatron", " --megatron"}}) {
+    SCOPED_TRACE(job);
+    fs::copy_file(source / "configs" / (job + ".yaml"), dir / "configs" / (job + ".yaml"));
+    const std::string prefix = job == "gpt_megatron" ? "readme_megatron" : "readme";
+    auto made = rh::test::run_command("/usr/bin/python3 " +
+                                      quote((source / "tools/data/text_to_tokens.py").string()) +
+                                      " " + quote((source / "README.md").string()) + " " +
+                                      quote((dir / "work_dirs/tokens" / prefix).string()) + flags);
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    const fs::path work = dir / "work" / job;
+    auto r = rh::test::run_command(
+        quote(RH_RUNNER_HOST) + " --config " + quote((dir / "configs" / (job + ".yaml")).string()) +
+        " --set train_cfg.max_iters=6 --set work_dir=" + quote(work.string()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::vector<double> losses;
+    std::ifstream metrics(work / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const auto at = line.find("\"loss\": ");
+      if (at != std::string::npos) losses.push_back(std::stod(line.substr(at + 8)));
+    }
+    ASSERT_EQ(losses.size(), 6u) << r.output;
+    EXPECT_LT(losses.back(), losses.front());
+  }
+}
+
 }  // namespace

@@ -37,6 +37,10 @@ TEST(DataSchema, AcceptsEveryDatasetType) {
            "num_classes: 3}",
            "{type: csv, path: a.csv, label_column: -1}",
            "{type: mnist, root: data/mnist, split: test, mean: 0.5, std: 0.5}",
+           "{type: token_bin, path: train.bin, dtype: uint32, block_size: 1024, stride: 1, "
+           "vocab_size: 50304}",
+           "{type: megatron_indexed, path_prefix: data/corpus_text_document, block_size: 2048, "
+           "stride: 2048, vocab_size: 50304}",
            "{type: cifar10, root: data/cifar, split: train, mean: [0.5, 0.5, 0.5], std: [0.2, "
            "0.2, 0.2]}",
        }) {
@@ -49,8 +53,9 @@ TEST(DataSchema, ReportsEveryMistakeWithItsKey) {
   EXPECT_THAT(validate_loader("dataset: {type: synthetic_classfication}\nbatch_size: 0\n"
                               "num_workers: -1\nprefetch: 0\nshufle: true\n"),
               ElementsAre("job.yaml:1:17: dataset.type: unknown dataset type "
-                          "'synthetic_classfication'; choices: char_lm, cifar10, csv, mnist, "
-                          "synthetic_classification (did you mean 'synthetic_classification'?)",
+                          "'synthetic_classfication'; choices: char_lm, cifar10, csv, "
+                          "megatron_indexed, mnist, synthetic_classification, token_bin (did you "
+                          "mean 'synthetic_classification'?)",
                           "job.yaml:2:13: batch_size: must be >= 1, got 0",
                           "job.yaml:3:14: num_workers: must be >= 0, got -1",
                           "job.yaml:4:11: prefetch: must be >= 1, got 0",

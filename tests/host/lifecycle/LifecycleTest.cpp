@@ -395,7 +395,8 @@ TEST_F(LifecycleTest, UnknownTypesListTheChoices) {
   auto data = run(job, "--set data.train.dataset.type=imagenet --dry-run");
   EXPECT_EQ(data.exit_code, 2);
   EXPECT_THAT(data.output,
-              HasSubstr("unknown dataset type 'imagenet'; choices: char_lm, cifar10, csv, mnist"));
+              HasSubstr("unknown dataset type 'imagenet'; choices: char_lm, cifar10, csv, "
+                        "megatron_indexed, mnist, synthetic_classification, token_bin"));
 }
 
 TEST_F(LifecycleTest, HookErrorPolicy) {

@@ -1,0 +1,224 @@
+#include "data/TokenShardDataset.hpp"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace rh::data {
+namespace {
+
+// A whole file mapped read-only; the descriptor is closed once mapped.
+struct Mapping {
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+};
+
+Mapping map_file(const std::string& file, const std::string& what, const FileKey& key) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    // read_data_file words the error (and its hints) as every dataset does.
+    read_data_file(file, what, key);
+    throw_data_error(
+        key, "cannot open the " + what + " " + in_quotes(file) + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw_data_error(key,
+                     "cannot stat the " + what + " " + in_quotes(file) + ": " + std::strerror(err));
+  }
+  Mapping m;
+  m.bytes = static_cast<size_t>(st.st_size);
+  if (m.bytes > 0) {
+    void* p = ::mmap(nullptr, m.bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    if (p == MAP_FAILED)
+      throw_data_error(
+          key, "cannot map the " + what + " " + in_quotes(file) + ": " + std::strerror(err));
+    m.data = static_cast<const uint8_t*>(p);
+  } else {
+    ::close(fd);
+  }
+  return m;
+}
+
+uint64_t read_le(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | p[b];
+  return v;
+}
+
+// Megatron-LM's DType codes (megatron/core/datasets/indexed_dataset.py):
+// the integer ones a token stream uses.
+bool megatron_dtype(uint8_t code, int& size, bool& is_signed, std::string& name) {
+  switch (code) {
+    case 1:
+      size = 1, is_signed = false, name = "uint8";
+      return true;
+    case 2:
+      size = 1, is_signed = true, name = "int8";
+      return true;
+    case 3:
+      size = 2, is_signed = true, name = "int16";
+      return true;
+    case 4:
+      size = 4, is_signed = true, name = "int32";
+      return true;
+    case 5:
+      size = 8, is_signed = true, name = "int64";
+      return true;
+    case 8:
+      size = 2, is_signed = false, name = "uint16";
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Checks `prefix`.idx against the .bin of `bin_bytes` bytes; returns the
+// element size and signedness. The layout (version 1): "MMIDIDX\0\0",
+// uint64 version, uint8 dtype code, uint64 sequence count S, uint64
+// document count D, int32 lengths[S], int64 byte offsets[S] into the .bin,
+// int64 document starts[D] (sequence indices, 0 first, S last).
+void check_megatron_index(const std::string& idx, const Mapping& m, uint64_t bin_bytes,
+                          const FileKey& key, int& size, bool& is_signed) {
+  const auto fail = [&](uint64_t offset, const std::string& what) {
+    throw_data_error(key, in_quotes(idx) + ": at byte " + std::to_string(offset) + ": " + what +
+                              " (not a Megatron-LM MMIDIDX index of its .bin, or damaged)");
+  };
+  static const uint8_t kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+  constexpr uint64_t kHeader = 9 + 8 + 1 + 8 + 8;
+  if (m.bytes < kHeader) fail(m.bytes, "the file ends inside its 34-byte header");
+  if (std::memcmp(m.data, kMagic, 9) != 0) fail(0, "no MMIDIDX magic");
+  const uint64_t version = read_le(m.data + 9, 8);
+  if (version != 1) fail(9, "version " + std::to_string(version) + ", only 1 is read");
+  std::string name;
+  if (!megatron_dtype(m.data[17], size, is_signed, name))
+    fail(17, "dtype code " + std::to_string(m.data[17]) + " is not an integer token type");
+  const uint64_t S = read_le(m.data + 18, 8);
+  const uint64_t D = read_le(m.data + 26, 8);
+  const uint64_t lengths = kHeader, offsets = lengths + 4 * S, docs = offsets + 8 * S;
+  if (S > m.bytes || D > m.bytes || docs + 8 * D > m.bytes)
+    fail(18, std::to_string(S) + " sequences and " + std::to_string(D) +
+                 " document starts need more than the file's " + std::to_string(m.bytes) +
+                 " bytes");
+  uint64_t next = 0;  // where sequence i must start: right after sequence i-1
+  for (uint64_t i = 0; i < S; ++i) {
+    const auto length = static_cast<int32_t>(read_le(m.data + lengths + 4 * i, 4));
+    const uint64_t at = read_le(m.data + offsets + 8 * i, 8);
+    if (length < 0)
+      fail(lengths + 4 * i, "sequence " + std::to_string(i) + " has a negative length");
+    if (at != next)
+      fail(offsets + 8 * i, "sequence " + std::to_string(i) + " starts at .bin byte " +
+                                std::to_string(at) + ", expected " + std::to_string(next) +
+                                " (the sequences must follow one another)");
+    next = at + static_cast<uint64_t>(length) * static_cast<uint64_t>(size);
+  }
+  if (next != bin_bytes)
+    fail(offsets, "its sequences end at .bin byte " + std::to_string(next) + ", the .bin has " +
+                      std::to_string(bin_bytes) + " (" + name + " tokens)");
+  uint64_t previous = 0;
+  for (uint64_t d = 0; d < D; ++d) {
+    const uint64_t start = read_le(m.data + docs + 8 * d, 8);
+    if ((d == 0 && start != 0) || start < previous || start > S || (d + 1 == D && start != S))
+      fail(docs + 8 * d, "document start " + std::to_string(d) + " is " + std::to_string(start) +
+                             " (starts rise from 0 to the sequence count " + std::to_string(S) +
+                             ")");
+    previous = start;
+  }
+}
+
+}  // namespace
+
+TokenShardDataset::TokenShardDataset(TokenShardOptions options)
+    : element_size_(options.element_size),
+      block_size_(options.block_size),
+      stride_(options.stride > 0 ? options.stride : options.block_size),
+      vocab_size_(options.vocab_size) {
+  if (block_size_ < 1) throw std::invalid_argument("token shards: need block_size >= 1");
+  const bool megatron = options.format == TokenShardOptions::Format::Megatron;
+  bin_ = megatron ? options.file + ".bin" : options.file;
+  const Mapping bin = map_file(bin_, megatron ? "Megatron .bin" : "token file", options.key);
+  data_ = bin.data;
+  mapped_bytes_ = bin.bytes;
+  if (megatron) {
+    const std::string idx = options.file + ".idx";
+    const Mapping index = map_file(idx, "Megatron .idx", options.key);
+    try {
+      check_megatron_index(idx, index, bin.bytes, options.key, element_size_, is_signed_);
+    } catch (...) {
+      if (index.data != nullptr) ::munmap(const_cast<uint8_t*>(index.data), index.bytes);
+      if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_bytes_);
+      throw;
+    }
+    if (index.data != nullptr) ::munmap(const_cast<uint8_t*>(index.data), index.bytes);
+  }
+  const auto fail = [&](const std::string& what) {
+    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_bytes_);
+    data_ = nullptr;
+    throw_data_error(options.key, in_quotes(bin_) + ": " + what);
+  };
+  if (bin.bytes % static_cast<size_t>(element_size_) != 0)
+    fail(std::to_string(bin.bytes) + " bytes is not a whole number of " +
+         std::to_string(element_size_) + "-byte tokens (the dtype is not the file's, or it " +
+         "is cut short)");
+  tokens_ = bin.bytes / static_cast<size_t>(element_size_);
+  const auto window = static_cast<uint64_t>(block_size_) + 1;
+  if (tokens_ < window)
+    fail(std::to_string(tokens_) +
+         " tokens, fewer than one example's block_size + 1 = " + std::to_string(window));
+  examples_ = static_cast<size_t>((tokens_ - window) / static_cast<uint64_t>(stride_) + 1);
+  if (stride_ == 1) ::madvise(const_cast<uint8_t*>(data_), mapped_bytes_, MADV_RANDOM);
+}
+
+TokenShardDataset::~TokenShardDataset() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_bytes_);
+}
+
+uint64_t TokenShardDataset::token(uint64_t i) const {
+  const uint64_t byte = i * static_cast<uint64_t>(element_size_);
+  uint64_t v = read_le(data_ + byte, element_size_);
+  if (is_signed_) {
+    const int shift = 64 - 8 * element_size_;  // sign-extends Megatron's int16/int32
+    const int64_t s = static_cast<int64_t>(v << shift) >> shift;
+    if (s < 0)
+      throw std::runtime_error(in_quotes(bin_) + ": token " + std::to_string(i) + " (byte " +
+                               std::to_string(byte) + ") is negative, " + std::to_string(s));
+    v = static_cast<uint64_t>(s);
+  }
+  if (vocab_size_ > 0 && v >= static_cast<uint64_t>(vocab_size_))
+    throw std::runtime_error(in_quotes(bin_) + ": token " + std::to_string(i) + " (byte " +
+                             std::to_string(byte) + ") is " + std::to_string(v) +
+                             ", not below vocab_size " + std::to_string(vocab_size_));
+  return v;
+}
+
+Example TokenShardDataset::get(size_t index) const {
+  if (index >= examples_)
+    throw std::out_of_range("token shards: index " + std::to_string(index) + " >= size " +
+                            std::to_string(examples_));
+  const int64_t T = block_size_;
+  const uint64_t start = static_cast<uint64_t>(index) * static_cast<uint64_t>(stride_);
+  at::Tensor input = at::empty({T}, at::kLong);
+  at::Tensor target = at::empty({T}, at::kLong);
+  int64_t* x = input.data_ptr<int64_t>();
+  int64_t* y = target.data_ptr<int64_t>();
+  int64_t previous = static_cast<int64_t>(token(start));
+  for (int64_t t = 0; t < T; ++t) {
+    x[t] = previous;
+    previous = static_cast<int64_t>(token(start + static_cast<uint64_t>(t) + 1));
+    y[t] = previous;
+  }
+  return Example{input, target};
+}
+
+}  // namespace rh::data
