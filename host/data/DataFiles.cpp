@@ -1,5 +1,10 @@
 #include "data/DataFiles.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +30,20 @@ void throw_data_error(const FileKey& key, const std::string& message) {
 
 std::string in_quotes(const std::string& text) { return "'" + text + "'"; }
 
+void throw_unreadable(const std::string& file, const std::string& what, const FileKey& key,
+                      int err) {
+  std::string message =
+      "cannot read the " + what + " " + in_quotes(file) + ": " + std::strerror(err);
+  if (!key.written.empty() && fs::path(key.written).is_relative()) {
+    message += " (relative paths are resolved against the job directory)";
+  }
+  std::error_code ec;
+  if (fs::exists(file + ".gz", ec)) {
+    message += "; found " + in_quotes(file + ".gz") + ": decompress it with gunzip";
+  }
+  throw_data_error(key, message);
+}
+
 std::vector<uint8_t> read_data_file(const std::string& file, const std::string& what,
                                     const FileKey& key) {
   std::error_code ec;
@@ -33,19 +52,11 @@ std::vector<uint8_t> read_data_file(const std::string& file, const std::string& 
   std::ifstream in;
   if (fs::exists(status) && !fs::is_directory(status)) in.open(file, std::ios::binary);
   if (!in.is_open()) {
-    const int err = !fs::exists(status)        ? ENOENT
-                    : fs::is_directory(status) ? EISDIR
-                    : errno != 0               ? errno
-                                               : EACCES;
-    std::string message =
-        "cannot read the " + what + " " + in_quotes(file) + ": " + std::strerror(err);
-    if (!key.written.empty() && fs::path(key.written).is_relative()) {
-      message += " (relative paths are resolved against the job directory)";
-    }
-    if (fs::exists(file + ".gz", ec)) {
-      message += "; found " + in_quotes(file + ".gz") + ": decompress it with gunzip";
-    }
-    throw_data_error(key, message);
+    throw_unreadable(file, what, key,
+                     !fs::exists(status)        ? ENOENT
+                     : fs::is_directory(status) ? EISDIR
+                     : errno != 0               ? errno
+                                                : EACCES);
   }
   std::vector<uint8_t> bytes;
   in.seekg(0, std::ios::end);
@@ -58,6 +69,29 @@ std::vector<uint8_t> read_data_file(const std::string& file, const std::string& 
   if (!in)
     throw_data_error(key, "cannot read the " + what + " " + in_quotes(file) + ": read error");
   return bytes;
+}
+
+MappedFile::MappedFile(const std::string& file, const std::string& what, const FileKey& key) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_unreadable(file, what, key, errno);
+  struct stat st {};
+  const int err = ::fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+  if (err != 0) {
+    ::close(fd);
+    throw_unreadable(file, what, key, err);
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  void* p = size_ > 0 ? ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  const int map_err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED)
+    throw_data_error(
+        key, "cannot map the " + what + " " + in_quotes(file) + ": " + std::strerror(map_err));
+  data_ = static_cast<const uint8_t*>(p);
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace rh::data

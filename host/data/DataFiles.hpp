@@ -36,6 +36,28 @@ std::string resolve_data_path(const std::string& path, const std::string& job_di
 std::vector<uint8_t> read_data_file(const std::string& file, const std::string& what,
                                     const FileKey& key);
 
+// Throws read_data_file's error for a file that cannot be read (errno `err`).
+[[noreturn]] void throw_unreadable(const std::string& file, const std::string& what,
+                                   const FileKey& key, int err);
+
+// A whole file mapped read-only (nothing is read until a page is touched),
+// unmapped when destroyed; errors as read_data_file's. An empty file maps
+// to no bytes.
+class MappedFile {
+ public:
+  MappedFile(const std::string& file, const std::string& what, const FileKey& key);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // 'text' in single quotes, for messages.
 std::string in_quotes(const std::string& text);
 

@@ -1,55 +1,13 @@
 #include "data/TokenShardDataset.hpp"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <stdexcept>
-#include <vector>
 
 namespace rh::data {
 namespace {
-
-// A whole file mapped read-only; the descriptor is closed once mapped.
-struct Mapping {
-  const uint8_t* data = nullptr;
-  size_t bytes = 0;
-};
-
-Mapping map_file(const std::string& file, const std::string& what, const FileKey& key) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    // read_data_file words the error (and its hints) as every dataset does.
-    read_data_file(file, what, key);
-    throw_data_error(
-        key, "cannot open the " + what + " " + in_quotes(file) + ": " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw_data_error(key,
-                     "cannot stat the " + what + " " + in_quotes(file) + ": " + std::strerror(err));
-  }
-  Mapping m;
-  m.bytes = static_cast<size_t>(st.st_size);
-  if (m.bytes > 0) {
-    void* p = ::mmap(nullptr, m.bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    if (p == MAP_FAILED)
-      throw_data_error(
-          key, "cannot map the " + what + " " + in_quotes(file) + ": " + std::strerror(err));
-    m.data = static_cast<const uint8_t*>(p);
-  } else {
-    ::close(fd);
-  }
-  return m;
-}
 
 uint64_t read_le(const uint8_t* p, int bytes) {
   uint64_t v = 0;
@@ -59,37 +17,23 @@ uint64_t read_le(const uint8_t* p, int bytes) {
 
 // Megatron-LM's DType codes (megatron/core/datasets/indexed_dataset.py):
 // the integer ones a token stream uses.
-bool megatron_dtype(uint8_t code, int& size, bool& is_signed, std::string& name) {
-  switch (code) {
-    case 1:
-      size = 1, is_signed = false, name = "uint8";
-      return true;
-    case 2:
-      size = 1, is_signed = true, name = "int8";
-      return true;
-    case 3:
-      size = 2, is_signed = true, name = "int16";
-      return true;
-    case 4:
-      size = 4, is_signed = true, name = "int32";
-      return true;
-    case 5:
-      size = 8, is_signed = true, name = "int64";
-      return true;
-    case 8:
-      size = 2, is_signed = false, name = "uint16";
-      return true;
-    default:
-      return false;
-  }
-}
+struct MegatronDtype {
+  uint8_t code;
+  int size;
+  bool is_signed;
+  const char* name;
+};
+constexpr MegatronDtype kMegatronDtypes[] = {
+    {1, 1, false, "uint8"}, {2, 1, true, "int8"},  {3, 2, true, "int16"},
+    {4, 4, true, "int32"},  {5, 8, true, "int64"}, {8, 2, false, "uint16"},
+};
 
 // Checks `prefix`.idx against the .bin of `bin_bytes` bytes; returns the
 // element size and signedness. The layout (version 1): "MMIDIDX\0\0",
 // uint64 version, uint8 dtype code, uint64 sequence count S, uint64
 // document count D, int32 lengths[S], int64 byte offsets[S] into the .bin,
 // int64 document starts[D] (sequence indices, 0 first, S last).
-void check_megatron_index(const std::string& idx, const Mapping& m, uint64_t bin_bytes,
+void check_megatron_index(const std::string& idx, const MappedFile& m, uint64_t bin_bytes,
                           const FileKey& key, int& size, bool& is_signed) {
   const auto fail = [&](uint64_t offset, const std::string& what) {
     throw_data_error(key, in_quotes(idx) + ": at byte " + std::to_string(offset) + ": " + what +
@@ -97,24 +41,29 @@ void check_megatron_index(const std::string& idx, const Mapping& m, uint64_t bin
   };
   static const uint8_t kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
   constexpr uint64_t kHeader = 9 + 8 + 1 + 8 + 8;
-  if (m.bytes < kHeader) fail(m.bytes, "the file ends inside its 34-byte header");
-  if (std::memcmp(m.data, kMagic, 9) != 0) fail(0, "no MMIDIDX magic");
-  const uint64_t version = read_le(m.data + 9, 8);
+  const uint8_t* data = m.data();
+  if (m.size() < kHeader) fail(m.size(), "the file ends inside its 34-byte header");
+  if (std::memcmp(data, kMagic, 9) != 0) fail(0, "no MMIDIDX magic");
+  const uint64_t version = read_le(data + 9, 8);
   if (version != 1) fail(9, "version " + std::to_string(version) + ", only 1 is read");
-  std::string name;
-  if (!megatron_dtype(m.data[17], size, is_signed, name))
-    fail(17, "dtype code " + std::to_string(m.data[17]) + " is not an integer token type");
-  const uint64_t S = read_le(m.data + 18, 8);
-  const uint64_t D = read_le(m.data + 26, 8);
+  const MegatronDtype* dtype = nullptr;
+  for (const MegatronDtype& d : kMegatronDtypes)
+    if (d.code == data[17]) dtype = &d;
+  if (dtype == nullptr)
+    fail(17, "dtype code " + std::to_string(data[17]) + " is not an integer token type");
+  size = dtype->size;
+  is_signed = dtype->is_signed;
+  const uint64_t S = read_le(data + 18, 8);
+  const uint64_t D = read_le(data + 26, 8);
   const uint64_t lengths = kHeader, offsets = lengths + 4 * S, docs = offsets + 8 * S;
-  if (S > m.bytes || D > m.bytes || docs + 8 * D > m.bytes)
+  if (S > m.size() || D > m.size() || docs + 8 * D > m.size())
     fail(18, std::to_string(S) + " sequences and " + std::to_string(D) +
-                 " document starts need more than the file's " + std::to_string(m.bytes) +
+                 " document starts need more than the file's " + std::to_string(m.size()) +
                  " bytes");
   uint64_t next = 0;  // where sequence i must start: right after sequence i-1
   for (uint64_t i = 0; i < S; ++i) {
-    const auto length = static_cast<int32_t>(read_le(m.data + lengths + 4 * i, 4));
-    const uint64_t at = read_le(m.data + offsets + 8 * i, 8);
+    const auto length = static_cast<int32_t>(read_le(data + lengths + 4 * i, 4));
+    const uint64_t at = read_le(data + offsets + 8 * i, 8);
     if (length < 0)
       fail(lengths + 4 * i, "sequence " + std::to_string(i) + " has a negative length");
     if (at != next)
@@ -125,10 +74,10 @@ void check_megatron_index(const std::string& idx, const Mapping& m, uint64_t bin
   }
   if (next != bin_bytes)
     fail(offsets, "its sequences end at .bin byte " + std::to_string(next) + ", the .bin has " +
-                      std::to_string(bin_bytes) + " (" + name + " tokens)");
+                      std::to_string(bin_bytes) + " (" + dtype->name + " tokens)");
   uint64_t previous = 0;
   for (uint64_t d = 0; d < D; ++d) {
-    const uint64_t start = read_le(m.data + docs + 8 * d, 8);
+    const uint64_t start = read_le(data + docs + 8 * d, 8);
     if ((d == 0 && start != 0) || start < previous || start > S || (d + 1 == D && start != S))
       fail(docs + 8 * d, "document start " + std::to_string(d) + " is " + std::to_string(start) +
                              " (starts rise from 0 to the sequence count " + std::to_string(S) +
@@ -140,53 +89,41 @@ void check_megatron_index(const std::string& idx, const Mapping& m, uint64_t bin
 }  // namespace
 
 TokenShardDataset::TokenShardDataset(TokenShardOptions options)
-    : element_size_(options.element_size),
+    : bin_(options.format == TokenShardOptions::Format::Megatron ? options.file + ".bin"
+                                                                 : options.file),
+      map_(bin_,
+           options.format == TokenShardOptions::Format::Megatron ? "Megatron .bin" : "token file",
+           options.key),
+      element_size_(options.element_size),
       block_size_(options.block_size),
       stride_(options.stride > 0 ? options.stride : options.block_size),
       vocab_size_(options.vocab_size) {
   if (block_size_ < 1) throw std::invalid_argument("token shards: need block_size >= 1");
-  const bool megatron = options.format == TokenShardOptions::Format::Megatron;
-  bin_ = megatron ? options.file + ".bin" : options.file;
-  const Mapping bin = map_file(bin_, megatron ? "Megatron .bin" : "token file", options.key);
-  data_ = bin.data;
-  mapped_bytes_ = bin.bytes;
-  if (megatron) {
+  if (options.format == TokenShardOptions::Format::Megatron) {
     const std::string idx = options.file + ".idx";
-    const Mapping index = map_file(idx, "Megatron .idx", options.key);
-    try {
-      check_megatron_index(idx, index, bin.bytes, options.key, element_size_, is_signed_);
-    } catch (...) {
-      if (index.data != nullptr) ::munmap(const_cast<uint8_t*>(index.data), index.bytes);
-      if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_bytes_);
-      throw;
-    }
-    if (index.data != nullptr) ::munmap(const_cast<uint8_t*>(index.data), index.bytes);
+    check_megatron_index(idx, MappedFile(idx, "Megatron .idx", options.key), map_.size(),
+                         options.key, element_size_, is_signed_);
   }
   const auto fail = [&](const std::string& what) {
-    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_bytes_);
-    data_ = nullptr;
     throw_data_error(options.key, in_quotes(bin_) + ": " + what);
   };
-  if (bin.bytes % static_cast<size_t>(element_size_) != 0)
-    fail(std::to_string(bin.bytes) + " bytes is not a whole number of " +
+  const size_t bytes = map_.size();
+  if (bytes % static_cast<size_t>(element_size_) != 0)
+    fail(std::to_string(bytes) + " bytes is not a whole number of " +
          std::to_string(element_size_) + "-byte tokens (the dtype is not the file's, or it " +
          "is cut short)");
-  tokens_ = bin.bytes / static_cast<size_t>(element_size_);
+  const uint64_t tokens = bytes / static_cast<size_t>(element_size_);
   const auto window = static_cast<uint64_t>(block_size_) + 1;
-  if (tokens_ < window)
-    fail(std::to_string(tokens_) +
+  if (tokens < window)
+    fail(std::to_string(tokens) +
          " tokens, fewer than one example's block_size + 1 = " + std::to_string(window));
-  examples_ = static_cast<size_t>((tokens_ - window) / static_cast<uint64_t>(stride_) + 1);
-  if (stride_ == 1) ::madvise(const_cast<uint8_t*>(data_), mapped_bytes_, MADV_RANDOM);
-}
-
-TokenShardDataset::~TokenShardDataset() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), mapped_bytes_);
+  examples_ = static_cast<size_t>((tokens - window) / static_cast<uint64_t>(stride_) + 1);
+  if (stride_ == 1) ::madvise(const_cast<uint8_t*>(map_.data()), bytes, MADV_RANDOM);
 }
 
 uint64_t TokenShardDataset::token(uint64_t i) const {
   const uint64_t byte = i * static_cast<uint64_t>(element_size_);
-  uint64_t v = read_le(data_ + byte, element_size_);
+  uint64_t v = read_le(map_.data() + byte, element_size_);
   if (is_signed_) {
     const int shift = 64 - 8 * element_size_;  // sign-extends Megatron's int16/int32
     const int64_t s = static_cast<int64_t>(v << shift) >> shift;

@@ -43,9 +43,6 @@ class TokenShardDataset : public Dataset {
   // of tokens, it is shorter than one example, or the .idx does not
   // describe the .bin.
   explicit TokenShardDataset(TokenShardOptions options);
-  ~TokenShardDataset() override;
-  TokenShardDataset(const TokenShardDataset&) = delete;
-  TokenShardDataset& operator=(const TokenShardDataset&) = delete;
 
   size_t size() const override { return examples_; }
   // input (T) int64, target (T) int64. Throws std::runtime_error naming the
@@ -54,18 +51,13 @@ class TokenShardDataset : public Dataset {
   model::Task task() const override { return model::Task::LanguageModel; }
   int64_t num_classes() const override { return vocab_size_; }
 
-  // Tokens in the stream.
-  uint64_t tokens() const { return tokens_; }
-
  private:
   uint64_t token(uint64_t i) const;
 
-  std::string bin_;  // the mapped file
-  const uint8_t* data_ = nullptr;
-  size_t mapped_bytes_ = 0;
+  std::string bin_;  // the token file
+  MappedFile map_;   // its bytes
   int element_size_ = 2;
-  bool is_signed_ = false;  // Megatron's int16/int32/int64
-  uint64_t tokens_ = 0;
+  bool is_signed_ = false;  // Megatron's int8/int16/int32/int64
   int64_t block_size_ = 64;
   int64_t stride_ = 64;
   int64_t vocab_size_ = 0;

@@ -180,7 +180,7 @@ void print_memory_estimate(const MemoryEstimate& est, const MemoryEstimateOption
     first = last + 1;
   }
   const MemoryEstimate::Activations& a = est.activations;
-  if (a.not_estimated.empty())
+  if (a.not_estimated.empty()) {
     out << fmt::format(
         "activations: {:.1f} MiB kept from the end of forward into backward{} ({})\n",
         mib(a.after_forward),
@@ -188,11 +188,11 @@ void print_memory_estimate(const MemoryEstimate& est, const MemoryEstimateOption
             ? fmt::format(", {:.1f} MiB more while a unit is recomputed", mib(a.recompute))
             : std::string(),
         a.what);
-  else
-    out << "activations: not estimated (" << a.not_estimated << ")\n";
-  if (a.not_estimated.empty())
     bytes += fmt::format("bytes activations: after_forward {} recompute {}\n", a.after_forward,
                          a.recompute);
+  } else {
+    out << "activations: not estimated (" << a.not_estimated << ")\n";
+  }
   out << "total: the peak; the gradients backward makes and zero_grad drops take the place of the "
          "activations it frees (the larger of the two counts)\n"
       << "not included: the temporaries of forward and backward (the gradients flowing between "
