@@ -43,6 +43,7 @@ PACKAGES=(
   libgloo-dev libboost-dev libboost-program-options-dev
   libyaml-cpp-dev libspdlog-dev libdlpack-dev
   protobuf-compiler libprotobuf-dev  # the tensorboard hook's event files
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev  # image datasets: JPEG (whole and a region), PNG
 )
 # What the tests add (tools/test.sh).
 TEST_PACKAGES=(
@@ -50,6 +51,8 @@ TEST_PACKAGES=(
   binutils                # nm, for the exported-symbol test
   python3-protobuf python3-matplotlib  # tools/plot_metrics.py and the event-file reader test
   python3-numpy           # TokenShardDatasetTest writes nanoGPT's and Megatron's token files with it
+  python3-pil             # the image tests' references (Pillow's decode, resize, ImageOps) and folders
+  python3-torchvision     # tools/bench/bench_data.sh's peer (DataLoader + torchvision), its smoke test
   # /usr/bin/python3's torch (Debian 12: 1.13, Debian 13: 2.6, CPU): the
   # interop tests read our files with it (SafetensorsTest.PythonReadsTheFile,
   # CkptToolTest.ConvertToTorch... and CkptToolTest.TorchCheckpointIo...:

@@ -23,6 +23,7 @@
 #include "config/ConfigNode.hpp"
 #include "config/JobLoader.hpp"
 #include "config/Schema.hpp"
+#include "data/Dataset.hpp"
 #include "job/JobSchema.hpp"
 #include "launch/StopSignal.hpp"
 #include "launch/WorkerEnv.hpp"
@@ -182,6 +183,10 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
       for (const auto& e : errors) std::cerr << "runner-host: error: " << e.what() << "\n";
       return kExitInvalid;
     }
+    // The loaders' rules the schema cannot say (an image pipeline's order
+    // and the values it does not implement, keys that exclude each other),
+    // without reading a data file: before launch, and by --dry-run.
+    data::check_loaders(*job.root);
   } catch (const config::ConfigError& e) {
     return fail(kExitInvalid, e.what());
   }

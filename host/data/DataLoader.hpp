@@ -31,7 +31,14 @@ struct LoaderOptions {
   bool shuffle = false;
   bool drop_last = false;  // drop the last incomplete batch (and sampler padding)
   int num_workers = 1;     // background threads; 0 = load in the caller's thread
-  int prefetch = 2;        // batches prepared ahead
+  int prefetch = 2;        // batches prepared ahead, in all
+  // Workers kept through the end of an epoch, waiting for the next (else
+  // joined and started again each epoch).
+  bool persistent_workers = false;
+  // Batches in page-locked memory, for an asynchronous copy to a GPU. Only
+  // where a GPU is used: the Runner clears it on a CPU (PyTorch ignores it
+  // there too).
+  bool pin_memory = false;
   uint64_t seed = 0;
 };
 
@@ -55,6 +62,9 @@ class DataLoader {
   // The next batch of the epoch, or nullopt at its end. Rethrows a worker's error.
   std::optional<Batch> next();
   size_t batches_per_epoch() const;
+  // Batches prepared and waiting when next() was last called: near 0, the
+  // step waits on the data; near prefetch, the data waits on the step.
+  size_t queue_depth() const;
   const Dataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
 

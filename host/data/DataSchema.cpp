@@ -1,5 +1,7 @@
 #include "data/DataSchema.hpp"
 
+#include "data/image/PipelineSchema.hpp"
+
 namespace rh::data {
 
 config::Schema loader_schema() {
@@ -57,6 +59,33 @@ config::Schema loader_schema() {
       {"vocab_size", integer(1), false, "every token read must be below it (default: unchecked)"},
   });
 
+  // MMPretrain's CustomDataset and ImageNet (ImageFolderDataset.hpp).
+  std::vector<config::schema::Field> image_fields = {
+      {"data_root", string(), false,
+       "the dataset's folder, relative to the job directory; data_prefix and ann_file are "
+       "relative to it"},
+      {"data_prefix",
+       one_of({string(), map({{"img_path", string(), true}})}, "a folder or {img_path: folder}"),
+       false, "the images' folder under data_root (ImageNet: the split's name)"},
+      {"ann_file", string(), false,
+       "`relative/path label` per line (default: class sub-folders; ImageNet: "
+       "meta/<split>.txt where it exists)"},
+      {"classes", one_of({list(string()), string()}, "a list of class names or a file of them"),
+       false,
+       "the class names, or a file of them one a line, relative to the job directory (default: "
+       "the sub-folders' names)"},
+      {"extensions", list(string()), false,
+       "the image files' endings (default .jpg .jpeg .png .ppm .bmp .pgm .tif; JPEG and PNG "
+       "decode)"},
+      {"with_label", boolean(), false, "true only (the default)"},
+      {"pipeline", data::image::pipeline_schema(), true,
+       "the transforms, LoadImageFromFile first and PackInputs last (docs/data.md)"},
+  };
+  const config::Schema custom_dataset = map(image_fields);
+  image_fields.push_back({"split", enumeration({"train", "val", "test"}), false,
+                          "the default data_prefix and ann_file (test has no labels: refused)"});
+  const config::Schema imagenet = map(image_fields);
+
   return map({
       {"dataset",
        typed_union("type",
@@ -66,14 +95,80 @@ config::Schema loader_schema() {
                     {"megatron_indexed", megatron_indexed},
                     {"csv", csv},
                     {"mnist", mnist},
-                    {"cifar10", cifar10}},
+                    {"cifar10", cifar10},
+                    {"CustomDataset", custom_dataset},
+                    {"ImageNet", imagenet}},
                    "dataset"),
        true},
       {"batch_size", integer(1), true, "examples per batch on each rank"},
       {"shuffle", boolean(), false, "reshuffle every epoch (default false)"},
+      {"sampler",
+       map({{"type", enumeration({"DefaultSampler"}), true},
+            {"shuffle", boolean(), false, "as shuffle (default true, as MMEngine's)"}}),
+       false, "MMEngine's form of shuffle: {type: DefaultSampler, shuffle}"},
       {"drop_last", boolean(), false, "drop the last incomplete batch (default false)"},
       {"num_workers", integer(0), false, "loader threads; 0 = load in the training thread"},
-      {"prefetch", integer(1), false, "batches prepared ahead (default 2)"},
+      {"prefetch", integer(1), false, "batches prepared ahead, in all (default 2)"},
+      {"prefetch_factor", integer(1), false,
+       "batches prepared ahead per worker (PyTorch's and MMEngine's key; instead of prefetch)"},
+      {"persistent_workers", boolean(), false,
+       "keep the workers between epochs (default false: started each epoch)"},
+      {"pin_memory", boolean(), false,
+       "batches in page-locked memory for the copy to a GPU (default false; nothing on a CPU)"},
+  });
+}
+
+config::Schema preprocessor_schema() {
+  using namespace config::schema;
+  return map({
+      {"type", enumeration({"ClsDataPreprocessor"}), false, "MMPretrain's (the only one)"},
+      {"mean", list(number()), false, "3 values subtracted per channel (after to_rgb)"},
+      {"std", list(number_above(0)), false, "3 values divided per channel"},
+      {"to_rgb", boolean(), false,
+       "reverse the channels (the pipeline's BGR to RGB; default false)"},
+      {"num_classes", integer(2), false, "checked against model.num_classes"},
+  });
+}
+
+config::Schema batch_augments_schema() {
+  using namespace config::schema;
+  const config::Schema mixup = map({
+      {"type", string(), true},
+      {"alpha", number_above(0), true, "lambda ~ Beta(alpha, alpha)"},
+  });
+  const config::Schema cutmix = map({
+      {"type", string(), true},
+      {"alpha", number_above(0), true, "lambda ~ Beta(alpha, alpha)"},
+      {"cutmix_minmax", nullable(list(number(0, 1))), false,
+       "[min, max]: the box's sides as fractions of the image's (default: from lambda)"},
+      {"correct_lam", boolean(), false, "lambda from the box after clipping (default true)"},
+  });
+  return map({
+      {"augments",
+       list(typed_union("type", {{"Mixup", mixup}, {"CutMix", cutmix}}, "batch augment")), false,
+       "one per batch, chosen uniformly (or by probs); the targets become soft scores"},
+      {"probs", one_of({number(0, 1), list(number(0, 1))}, "a probability or one per augment"),
+       false, "each augment's probability; the rest: none"},
+  });
+}
+
+config::Schema classifier_head_schema() {
+  using namespace config::schema;
+  const config::Schema ce = map({
+      {"type", string(), true},
+      {"loss_weight", number(0), false, "default 1"},
+  });
+  const config::Schema smooth = map({
+      {"type", string(), true},
+      {"label_smooth_val", number(0, 1), true, "eps: target (1 - eps) + eps / C"},
+      {"mode", enumeration({"original", "classy_vision"}), false,
+       "original (default) or classy_vision (eps = v / (1 + v))"},
+      {"loss_weight", number(0), false, "default 1"},
+  });
+  return map({
+      {"loss", typed_union("type", {{"CrossEntropyLoss", ce}, {"LabelSmoothLoss", smooth}}, "loss"),
+       false,
+       "the training loss (default cross entropy); the built-in models' head has only this key"},
   });
 }
 

@@ -2,6 +2,8 @@
 #include "data/Dataset.hpp"
 
 #include <array>
+#include <cctype>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -10,9 +12,12 @@
 #include "data/Cifar10Dataset.hpp"
 #include "data/CsvDataset.hpp"
 #include "data/DataFiles.hpp"
+#include "data/DataLoader.hpp"
+#include "data/ImageFolderDataset.hpp"
 #include "data/MnistDataset.hpp"
 #include "data/SyntheticClassificationDataset.hpp"
 #include "data/TokenShardDataset.hpp"
+#include "data/image/Pipeline.hpp"
 
 namespace rh::data {
 namespace {
@@ -175,6 +180,83 @@ std::shared_ptr<Dataset> cifar10(const Node& cfg, const std::string& job_dir) {
   return std::make_shared<Cifar10Dataset>(o);
 }
 
+// An image dataset's forms runner-host does not implement.
+void check_image_folder(const Node& cfg) {
+  if (const Node* w = cfg.find("with_label"); w != nullptr && !w->as_bool())
+    throw ConfigError(w->location(), w->path(),
+                      "false (unlabelled images) is not implemented: runner-host trains and "
+                      "evaluates classifiers on labelled images");
+  if (const Node* split = cfg.find("split"); split != nullptr && split->as_string() == "test")
+    throw ConfigError(split->location(), split->path(),
+                      "test has no labels (MMPretrain sets with_label false for it): use val to "
+                      "evaluate");
+}
+
+// MMPretrain's CustomDataset / ImageNet: data_root joins data_prefix and
+// ann_file (each kept when absolute), data_root the job directory.
+std::shared_ptr<Dataset> image_folder(const Node& cfg, const std::string& job_dir, bool imagenet) {
+  ImageFolderOptions o;
+  const Node* root = cfg.find("data_root");
+  const std::string data_root =
+      resolve_data_path(root != nullptr ? root->as_string() : std::string("."), job_dir);
+  std::string prefix;
+  const Node* prefix_node = cfg.find("data_prefix");
+  if (prefix_node != nullptr && prefix_node->is_map()) prefix_node = prefix_node->find("img_path");
+  if (prefix_node != nullptr) prefix = prefix_node->as_string();
+  std::string ann;
+  const Node* ann_node = cfg.find("ann_file");
+  if (ann_node != nullptr) ann = ann_node->as_string();
+  check_image_folder(cfg);
+  if (imagenet) {
+    if (const Node* split = cfg.find("split")) {
+      if (prefix.empty()) prefix = split->as_string();
+      const std::string meta = "meta/" + split->as_string() + ".txt";
+      std::error_code ec;
+      if (ann.empty() && std::filesystem::exists(resolve_data_path(meta, data_root), ec))
+        ann = meta;
+    }
+    o.default_classes = 1000;
+  }
+  o.images = prefix.empty() ? data_root : resolve_data_path(prefix, data_root);
+  o.images_key = FileKey::of(prefix_node != nullptr ? *prefix_node : root != nullptr ? *root : cfg);
+  if (!ann.empty()) {
+    o.ann_file = resolve_data_path(ann, data_root);
+    o.ann_key = FileKey::of(ann_node != nullptr ? *ann_node : *cfg.find("split"));
+  }
+  if (const Node* classes = cfg.find("classes")) {
+    o.classes_key = FileKey::of(*classes);
+    if (classes->is_sequence()) {
+      for (const auto& c : classes->seq_items()) o.classes.push_back(c->as_string());
+    } else {
+      const std::vector<uint8_t> text = read_data_file(
+          resolve_data_path(classes->as_string(), job_dir), "classes file", o.classes_key);
+      std::string line;
+      for (uint8_t b : text) {
+        if (b != '\n') {
+          line += static_cast<char>(b);
+          continue;
+        }
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+        if (!line.empty()) o.classes.push_back(line);
+        line.clear();
+      }
+      if (!line.empty()) o.classes.push_back(line);
+    }
+    if (o.classes.empty())
+      throw ConfigError(classes->location(), classes->path(), "no class names");
+  }
+  if (const Node* ext = cfg.find("extensions")) {
+    o.extensions.clear();
+    for (const auto& e : ext->seq_items()) {
+      std::string lower = e->as_string();
+      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      o.extensions.push_back(lower);
+    }
+  }
+  auto pipeline = std::make_shared<const image::Pipeline>(required(cfg, "pipeline"));
+  return std::make_shared<ImageFolderDataset>(o, std::move(pipeline));
+}
+
 }  // namespace
 
 std::shared_ptr<Dataset> build_dataset(const config::Node& cfg, const std::string& job_dir) {
@@ -187,6 +269,10 @@ std::shared_ptr<Dataset> build_dataset(const config::Node& cfg, const std::strin
       {"csv", csv},
       {"mnist", mnist},
       {"cifar10", cifar10},
+      {"CustomDataset",
+       [](const Node& cfg, const std::string& dir) { return image_folder(cfg, dir, false); }},
+      {"ImageNet",
+       [](const Node& cfg, const std::string& dir) { return image_folder(cfg, dir, true); }},
   };
   const Node& type = required(cfg, "type");
   auto it = kBuilders.find(type.as_string());
@@ -197,6 +283,21 @@ std::shared_ptr<Dataset> build_dataset(const config::Node& cfg, const std::strin
                       "unknown dataset type " + type.describe_value() + "; choices: " + names);
   }
   return it->second(cfg, job_dir);
+}
+
+void check_loaders(const config::Node& job) {
+  const Node* data = job.find("data");
+  if (data == nullptr) return;
+  for (const char* split : {"train", "val", "test"}) {
+    const Node* loader = data->find(split);
+    if (loader == nullptr || loader->is_null()) continue;
+    loader_options(*loader, 0);
+    const Node* dataset = loader->find("dataset");
+    const Node* pipeline = dataset != nullptr ? dataset->find("pipeline") : nullptr;
+    if (pipeline == nullptr) continue;
+    check_image_folder(*dataset);
+    image::Pipeline check(*pipeline);
+  }
 }
 
 }  // namespace rh::data

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -139,23 +140,63 @@ uint64_t TokenShardDataset::token(uint64_t i) const {
   return v;
 }
 
-Example TokenShardDataset::get(size_t index) const {
+void TokenShardDataset::fill(size_t index, int64_t* x, int64_t* y) const {
   if (index >= examples_)
     throw std::out_of_range("token shards: index " + std::to_string(index) + " >= size " +
                             std::to_string(examples_));
   const int64_t T = block_size_;
   const uint64_t start = static_cast<uint64_t>(index) * static_cast<uint64_t>(stride_);
-  at::Tensor input = at::empty({T}, at::kLong);
-  at::Tensor target = at::empty({T}, at::kLong);
-  int64_t* x = input.data_ptr<int64_t>();
-  int64_t* y = target.data_ptr<int64_t>();
+  const uint8_t* p = map_.data() + start * static_cast<uint64_t>(element_size_);
+  // nanoGPT's and Megatron's usual unsigned tokens, little-endian as this
+  // host: read as they lie (memcpy: the file need not be aligned); the
+  // checked, general path for the rest.
+  if (!is_signed_ && (element_size_ == 2 || element_size_ == 4) &&
+      __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
+    uint64_t largest = 0;
+    for (int64_t t = 0; t <= T; ++t) {
+      uint64_t v;
+      if (element_size_ == 2) {
+        uint16_t u;
+        std::memcpy(&u, p + 2 * t, 2);
+        v = u;
+      } else {
+        uint32_t u;
+        std::memcpy(&u, p + 4 * t, 4);
+        v = u;
+      }
+      largest = std::max(largest, v);
+      if (t < T) x[t] = static_cast<int64_t>(v);
+      if (t > 0) y[t - 1] = static_cast<int64_t>(v);
+    }
+    if (vocab_size_ <= 0 || largest < static_cast<uint64_t>(vocab_size_)) return;
+    // A token out of range: the checked path names it.
+  }
   int64_t previous = static_cast<int64_t>(token(start));
   for (int64_t t = 0; t < T; ++t) {
     x[t] = previous;
     previous = static_cast<int64_t>(token(start + static_cast<uint64_t>(t) + 1));
     y[t] = previous;
   }
+}
+
+Example TokenShardDataset::get(size_t index) const {
+  at::Tensor input = at::empty({block_size_}, at::kLong);
+  at::Tensor target = at::empty({block_size_}, at::kLong);
+  fill(index, input.data_ptr<int64_t>(), target.data_ptr<int64_t>());
   return Example{input, target};
+}
+
+bool TokenShardDataset::fill_batch(const size_t* indices, size_t n, SampleKey, at::Tensor& input,
+                                   at::Tensor& target) const {
+  const int64_t rows = static_cast<int64_t>(n);
+  input = at::empty({rows, block_size_}, at::kLong);
+  target = at::empty({rows, block_size_}, at::kLong);
+  int64_t* x = input.data_ptr<int64_t>();
+  int64_t* y = target.data_ptr<int64_t>();
+  for (size_t i = 0; i < n; ++i)
+    fill(indices[i], x + static_cast<int64_t>(i) * block_size_,
+         y + static_cast<int64_t>(i) * block_size_);
+  return true;
 }
 
 }  // namespace rh::data

@@ -48,11 +48,16 @@ class TokenShardDataset : public Dataset {
   // input (T) int64, target (T) int64. Throws std::runtime_error naming the
   // file and the token's offset for a token >= vocab_size.
   Example get(size_t index) const override;
+  // The batch (n, T) twice, written from the mapped file directly.
+  bool fill_batch(const size_t* indices, size_t n, SampleKey key, at::Tensor& input,
+                  at::Tensor& target) const override;
   model::Task task() const override { return model::Task::LanguageModel; }
   int64_t num_classes() const override { return vocab_size_; }
 
  private:
   uint64_t token(uint64_t i) const;
+  // Example `index` into x[0 .. T) and y[0 .. T).
+  void fill(size_t index, int64_t* x, int64_t* y) const;
 
   std::string bin_;  // the token file
   MappedFile map_;   // its bytes

@@ -26,6 +26,7 @@
 #include "abi/HostError.hpp"
 #include "checkpoint/CheckpointStore.hpp"
 #include "config/ConfigNode.hpp"
+#include "data/BatchPreprocessor.hpp"
 #include "data/DataLoader.hpp"
 #include "launch/StopSignal.hpp"
 #include "launch/WorkerEnv.hpp"
@@ -38,6 +39,7 @@
 #include "lifecycle/RunCheckpoints.hpp"
 #include "lifecycle/TrainStep.hpp"
 #include "lifecycle/World.hpp"
+#include "model/ClassifierLoss.hpp"
 #include "model/Model.hpp"
 #include "optim/GradScaler.hpp"
 #include "optim/OptimSchema.hpp"
@@ -181,6 +183,9 @@ struct Runner::State {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<ModelAccess> model_access;
   std::unique_ptr<data::DataLoader> train_loader, val_loader, test_loader;
+  // data_preprocessor and batch augments; model.head.loss (null: none given).
+  std::shared_ptr<const data::BatchPreprocessor> preprocessor;
+  std::shared_ptr<const model::ClassifierLoss> loss_fn;
   std::unique_ptr<optim::OptimWrapper> optim;
   std::unique_ptr<optim::ParamSchedulers> schedulers;
   // AmpOptimWrapper: the autocast dtype and the loss scaler (nullopt / null
@@ -281,6 +286,7 @@ struct Runner::State {
     // 11-13. Hooks around the loops.
     step = std::make_unique<TrainStep>(*model, *model_access, *optim, *c.strategy, *world, device,
                                        std::move(strategy_grads), amp, micro_batches);
+    step->set_inputs(preprocessor, loss_fn);
     enable_checkpoints();
     set_state(RH_MODE_TRAIN, progress.epochs_done, progress.iters_done, progress.inner_done);
     hooks.fire(RH_EVENT_BEFORE_RUN);
@@ -397,6 +403,7 @@ struct Runner::State {
         const double iter_s = seconds_since(t0);
         metrics.push_back({"time", iter_s});
         metrics.push_back({"data_time", data_time});
+        metrics.push_back({"data/queue_depth", static_cast<double>(train_loader->queue_depth())});
         metrics.push_back({"memory_mb", iteration_metrics.peak_rss_mb()});
         // What the tensors held, split (TrainStep.hpp, MemorySplit): only the
         // parts this host could tell.
@@ -504,7 +511,9 @@ struct Runner::State {
         torch::NoGradGuard no_grad;
         // Every rank runs the same number of forwards (a sharding strategy
         // communicates in them); the sampler's padding is not counted.
-        at::Tensor logits = float_logits(model->forward(model_input(batch->input, device, dtype)));
+        const at::Tensor input =
+            preprocessor ? preprocessor->input(batch->input, device) : batch->input;
+        at::Tensor logits = float_logits(model->forward(model_input(input, device, dtype)));
         const auto real = static_cast<int64_t>(batch->num_real);
         if (real > 0)
           evaluator.add(logits.narrow(0, 0, real), batch->target.to(device).narrow(0, 0, real));
@@ -563,6 +572,10 @@ struct Runner::State {
     world->sync_initial_weights(*model);
     if (const config::Node* ac = job.find("activation_checkpoint"))
       model::apply_activation_checkpoint(*model, *ac);
+    preprocessor =
+        data::BatchPreprocessor::from_job(job, job_value<int64_t>(job, "model.num_classes", 0),
+                                          job_value<uint64_t>(job, "seed", 0), world->rank());
+    loss_fn = model::ClassifierLoss::from_job(job);
   }
 
   void wrap_model() {
@@ -582,6 +595,7 @@ struct Runner::State {
     // data.val / data.test shuffle as written (MMEngine's val dataloader
     // may shuffle too); the metrics are sums over the split either way.
     data::LoaderOptions o = data::loader_options(*cfg, job_value<uint64_t>(job, "seed", 0));
+    o.pin_memory = o.pin_memory && device.is_cuda();  // PyTorch too ignores it without a GPU
     if (split == "train") {
       // After an elastic restart on fewer ranks: the first world's global
       // batch, kept as dist.keep_global_batch says (ElasticBatch.hpp).

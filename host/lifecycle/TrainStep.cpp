@@ -12,11 +12,13 @@
 
 #include "abi/ComponentFactory.hpp"
 #include "abi/HostError.hpp"
+#include "data/BatchPreprocessor.hpp"
 #include "data/DataLoader.hpp"
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/ModelAccess.hpp"
 #include "lifecycle/TensorMemory.hpp"
 #include "lifecycle/World.hpp"
+#include "model/ClassifierLoss.hpp"
 #include "model/Model.hpp"
 #include "optim/GradScaler.hpp"
 #include "optim/OptimWrapper.hpp"
@@ -101,25 +103,36 @@ TrainStep::TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapp
   }
 }
 
+void TrainStep::set_inputs(std::shared_ptr<const data::BatchPreprocessor> preprocessor,
+                           std::shared_ptr<const model::ClassifierLoss> loss) {
+  preprocessor_ = std::move(preprocessor);
+  loss_ = std::move(loss);
+}
+
 StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, RankFlags flags,
                           int64_t iteration) {
   const bool step = window.last_batch;
   model_.train(true);
   mark_cpu_tensor_peak();
+  // The data_preprocessor's batch: normalised on the device and, with batch
+  // augments, mixed, its targets soft scores (B, C).
+  at::Tensor batch_input = batch.input, batch_target = batch.target;
+  if (preprocessor_)
+    std::tie(batch_input, batch_target) = preprocessor_->train(batch, device_, iteration);
   // The batch's parts for forward and backward: one, or micro_batches_ (an
   // elastic restart keeping the global batch by accumulation), each weighted
   // by its share of the batch, so that a mean loss's gradient is the whole
   // batch's.
   // One part (every run but such a restart) takes the batch as it is, with
   // nothing allocated for the parts on this per-step path.
-  const int64_t rows = batch.input.size(0);
+  const int64_t rows = batch_input.size(0);
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(micro_batches_, rows));
   std::vector<int64_t> sizes;
   std::vector<at::Tensor> inputs, targets;
   if (parts > 1) {
     for (int64_t j = 0; j < parts; ++j) sizes.push_back(rows / parts + (j < rows % parts ? 1 : 0));
-    inputs = batch.input.split_with_sizes(sizes);
-    targets = batch.target.split_with_sizes(sizes);
+    inputs = batch_input.split_with_sizes(sizes);
+    targets = batch_target.split_with_sizes(sizes);
   }
   // The registry's copy of the vtable is zero past the plugin's struct_size
   // (abi/PluginRegistry.hpp): an entry of a newer ABI minor than the plugin's
@@ -133,8 +146,8 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     const double share =
         parts == 1 ? 1.0
                    : static_cast<double>(sizes[static_cast<size_t>(j)]) / static_cast<double>(rows);
-    const at::Tensor& part_input = parts == 1 ? batch.input : inputs[static_cast<size_t>(j)];
-    const at::Tensor& part_target = parts == 1 ? batch.target : targets[static_cast<size_t>(j)];
+    const at::Tensor& part_input = parts == 1 ? batch_input : inputs[static_cast<size_t>(j)];
+    const at::Tensor& part_target = parts == 1 ? batch_target : targets[static_cast<size_t>(j)];
     // Named ranges (RECORD_USER_SCOPE): the phases in a profiler trace (hook
     // `profiler`); without a profiler each costs a check of the callbacks.
     at::Tensor loss;
@@ -149,7 +162,7 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
           model_input(part_input, device_, input_dtype_);       // (B, F) / (B, 3, H, W) / (B, T)
       at::Tensor target = part_target.to(device_);              // (B) / (B, T)
       at::Tensor logits = float_logits(model_.forward(input));  // (B, C) / (B, T, V)
-      loss = Evaluator::loss(model_.task(), logits, target);
+      loss = loss_ ? (*loss_)(logits, target) : Evaluator::loss(model_.task(), logits, target);
     }
     // What the forward left alive (saved for backward, the loss): its
     // temporaries are freed by now, the logits too unless backward needs them.

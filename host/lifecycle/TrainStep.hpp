@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -15,9 +16,14 @@
 
 namespace rh::data {
 struct Batch;
-}
+class BatchPreprocessor;
+}  // namespace rh::data
 namespace rh::host {
 class StrategyInstance;
+}
+
+namespace rh::model {
+class ClassifierLoss;
 }
 
 namespace rh::optim {
@@ -112,6 +118,11 @@ class TrainStep {
             host::StrategyInstance& strategy, World& world, c10::Device device,
             std::vector<at::Tensor> strategy_grads = {},
             std::optional<MixedPrecision> amp = std::nullopt, int micro_batches = 1);
+  // The data_preprocessor (normalisation, batch augments) each batch goes
+  // through before the model, and the classifier's loss (model.head.loss);
+  // null: the batch as it is, cross entropy.
+  void set_inputs(std::shared_ptr<const data::BatchPreprocessor> preprocessor,
+                  std::shared_ptr<const model::ClassifierLoss> loss);
   // `iteration`: the run's iteration this batch is, from 1, as the logs
   // number it (messages, RH_FAULT_INJECT amp_inf_grad).
   StepResult run(const data::Batch& batch, AccumulationWindow window, RankFlags flags,
@@ -133,6 +144,8 @@ class TrainStep {
   std::vector<model::NamedTensor> params_;     // the model's, to drop their gradients
   std::optional<MixedPrecision> amp_;
   int micro_batches_ = 1;
+  std::shared_ptr<const data::BatchPreprocessor> preprocessor_;
+  std::shared_ptr<const model::ClassifierLoss> loss_;
   // Test-only (RH_FAULT_INJECT=amp_inf_grad:<rank>:<iteration>,...): the
   // iterations (from 1) at which this rank puts an inf into its first
   // non-empty gradient before unscaling.

@@ -1,5 +1,7 @@
 #include "model/ModelSchema.hpp"
 
+#include "data/DataSchema.hpp"
+
 namespace rh::model {
 namespace {
 
@@ -17,6 +19,17 @@ config::Schema build_model_schema() {
     fields.push_back(frozen);
     return map(std::move(fields));
   };
+  // The image classifiers: MMPretrain's keys beside the model's own
+  // (data::BatchPreprocessor, model::ClassifierLoss).
+  auto image_classifier = [&](std::vector<Field> fields) {
+    fields.push_back({"data_preprocessor", data::preprocessor_schema(), false,
+                      "mean, std, to_rgb (or at the top of the job)"});
+    fields.push_back(
+        {"train_cfg", data::batch_augments_schema(), false, "batch augments: Mixup, CutMix"});
+    fields.push_back({"head", data::classifier_head_schema(), false,
+                      "only `loss`: the head's size is num_classes"});
+    return with_frozen(std::move(fields));
+  };
 
   return typed_union(
       "type",
@@ -29,7 +42,7 @@ config::Schema build_model_schema() {
                        "between layers (default relu)"},
                       {"dropout", dropout, false, "after each activation (default 0)"},
                   })},
-          {"convnet", with_frozen({
+          {"convnet", image_classifier({
                           {"in_channels", positive, false, "image channels (default 3)"},
                           {"num_classes", classes, true, "output classes C"},
                           {"width", positive, false, "channels of the first stage (default 32)"},
@@ -39,7 +52,7 @@ config::Schema build_model_schema() {
                           {"norm", enumeration({"batch", "group", "none"}), false,
                            "normalisation layers (default batch)"},
                       })},
-          {"vit", with_frozen({
+          {"vit", image_classifier({
                       {"image_size", positive, false, "input height and width (default 32)"},
                       {"patch_size", positive, false, "divides image_size (default 4)"},
                       {"in_channels", positive, false, "image channels (default 3)"},

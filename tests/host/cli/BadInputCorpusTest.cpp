@@ -36,6 +36,38 @@ const std::string kRest =
 // A complete, valid job: what the earlier run in work/ was trained with.
 const std::string kJob = "work_dir: work\nseed: 1\n" + kModel + kTrainData + kRest;
 
+const std::string kImagePipeline =
+    "[{type: LoadImageFromFile}, {type: CenterCrop, crop_size: 16}, {type: PackInputs}]";
+// A convnet trained on the image folder `data_prefix` (MMPretrain's
+// CustomDataset), its images normalised by a data_preprocessor:
+// `dataset_lines` are more keys of the dataset (each "      key: value\n").
+std::string image_job(const std::string& dataset_lines,
+                      const std::string& pipeline = kImagePipeline,
+                      const std::string& data_prefix = "train") {
+  return "work_dir: work\n"
+         "model: {type: convnet, num_classes: 2, width: 4, blocks: [1]}\n"
+         "data_preprocessor: {mean: [123.675, 116.28, 103.53], std: [58.395, 57.12, 57.375]}\n"
+         "optim_wrapper: {optimizer: {type: SGD, lr: 0.1}}\n"
+         "train_cfg: {max_epochs: 1}\n"
+         "data:\n"
+         "  train:\n"
+         "    batch_size: 2\n"
+         "    num_workers: 2\n"
+         "    dataset:\n"
+         "      type: CustomDataset\n"
+         "      data_prefix: " +
+         data_prefix + "\n" + dataset_lines + "      pipeline: " + pipeline + "\n";
+}
+
+// kJob whose training loader has `keys` (", key: value ...") added.
+std::string job_with_loader_keys(const std::string& keys) {
+  return "work_dir: work\nseed: 1\n" + kModel +
+         "data:\n"
+         "  train: {dataset: {type: synthetic_classification, num_samples: 16, num_features: 4, "
+         "num_classes: 2}, batch_size: 8, num_workers: 0" +
+         keys + "}\n" + kRest;
+}
+
 std::string runner_host() { return quote(RH_RUNNER_HOST); }
 
 // Every path under `root` (relative) with its bytes; folders map to "<dir>".
@@ -127,6 +159,23 @@ class BadInputCorpusTest : public ::testing::Test {
         "", 2, expected);
   }
   std::string at(const std::string& file) const { return (dir / file).string(); }
+  // Writes train/<class>/<i>.JPEG with Pillow, classes a and b, 4 images
+  // each (samples 0..7 in CustomDataset's order: a/0..3, b/0..3).
+  void write_image_folder() {
+    dir.write("make_images.py", R"(
+import os, numpy as np
+from PIL import Image
+rng = np.random.default_rng(0)
+for name in ['a', 'b']:
+    os.makedirs(os.path.join('train', name), exist_ok=True)
+    for i in range(4):
+        img = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
+        Image.fromarray(img).save(os.path.join('train', name, f'{i}.JPEG'))
+)");
+    const auto r = rh::test::run_command("cd " + quote(dir.path().string()) +
+                                         " && /usr/bin/python3 make_images.py");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
 };
 
 // ============================== config ==========================================
@@ -215,6 +264,57 @@ TEST_F(BadInputCorpusTest, ConfigSetWithAValueThatIsNotYaml) {
 TEST_F(BadInputCorpusTest, ConfigSetValueOutOfRangeNamesTheOverride) {
   expect_job_refused(kJob, "--dry-run --set model.num_classes=1", 2,
                      {"--set 'model.num_classes=1': model.num_classes: must be >= 2, got 1"});
+}
+
+// An image pipeline's transform that runner-host does not have: refused by
+// the schema, so --dry-run finds it too.
+TEST_F(BadInputCorpusTest, ConfigUnknownPipelineTransformListsTheChoices) {
+  expect_job_refused(
+      image_job("",
+                "[{type: LoadImageFromFile}, {type: ColorJitter, brightness: 0.4}, "
+                "{type: PackInputs}]"),
+      "--dry-run", 2,
+      {"job.yaml:13:52: data.train.dataset.pipeline.1.type: unknown transform type "
+       "'ColorJitter'; choices: CenterCrop, LoadImageFromFile, PackInputs, RandAugment, "
+       "RandomErasing, RandomFlip, RandomResizedCrop, ResizeEdge"});
+}
+
+// A key's value that the transform does not implement: refused when the
+// job is checked (the pipelines are built, no file read), so --dry-run
+// finds it too.
+TEST_F(BadInputCorpusTest, ConfigPipelineValueThatIsNotImplemented) {
+  expect_job_refused(
+      image_job("", "[{type: LoadImageFromFile, to_float32: true}, {type: PackInputs}]"),
+      "--dry-run", 2,
+      {"job.yaml:13:56: data.train.dataset.pipeline.0.to_float32: true is not implemented: "
+       "images stay 8-bit until the data_preprocessor"});
+  expect_job_refused(
+      image_job("", "[{type: LoadImageFromFile, ignore_empty: true}, {type: PackInputs}]"), "", 2,
+      {"job.yaml:13:58: data.train.dataset.pipeline.0.ignore_empty: true is not implemented: an "
+       "unreadable file is an error"});
+}
+
+TEST_F(BadInputCorpusTest, ConfigImageDatasetWithoutLabelsIsNotImplemented) {
+  expect_job_refused(image_job("      with_label: false\n"), "--dry-run", 2,
+                     {"job.yaml:13:19: data.train.dataset.with_label: false (unlabelled images) "
+                      "is not implemented: runner-host trains and evaluates classifiers on "
+                      "labelled images"});
+}
+
+// The loader's keys that say one thing twice (PyTorch's and MMEngine's
+// spelling beside runner-host's): refused when the job is checked.
+TEST_F(BadInputCorpusTest, ConfigPrefetchFactorBesidePrefetch) {
+  expect_job_refused(job_with_loader_keys(", prefetch: 4, prefetch_factor: 2"), "--dry-run", 2,
+                     {"job.yaml:5:165: data.train.prefetch_factor: give prefetch_factor (per "
+                      "worker) or prefetch (in all, job.yaml:5:145), not both"});
+}
+
+TEST_F(BadInputCorpusTest, ConfigSamplerShuffleBesideShuffle) {
+  expect_job_refused(
+      job_with_loader_keys(", shuffle: true, sampler: {type: DefaultSampler, shuffle: false}"), "",
+      2,
+      {"job.yaml:5:191: data.train.sampler.shuffle: give shuffle here or beside batch_size, not "
+       "both"});
 }
 
 TEST_F(BadInputCorpusTest, ModelTorchScriptFileMissing) {
@@ -517,6 +617,37 @@ TEST_F(BadInputCorpusTest, DataMegatronIndexWithoutItsMagic) {
   expect_dataset_refused("{type: megatron_indexed, path_prefix: data/corpus}",
                          {"job.yaml:5:58: data.train.dataset.path_prefix: '" +
                           at("data/corpus.idx") + "': at byte 0: no MMIDIDX magic"});
+}
+
+// data_prefix as a folder, or as MMPretrain's {img_path: folder}: the key
+// named is the one that gave the folder.
+TEST_F(BadInputCorpusTest, DataImageFolderMissing) {
+  expect_job_refused(image_job(""), "", 2,
+                     {"job.yaml:12:20: data.train.dataset.data_prefix: the image folder '" +
+                      at("train") + "' does not exist"});
+  expect_job_refused(
+      image_job("", kImagePipeline, "{img_path: images}"), "", 2,
+      {"job.yaml:12:31: data.train.dataset.data_prefix.img_path: the image folder '" +
+       at("images") + "' does not exist"});
+}
+
+TEST_F(BadInputCorpusTest, DataImageAnnotationLineWithoutALabel) {
+  fs::create_directories(dir / "train");
+  dir.write("meta/train.txt", "a/0.JPEG 0\n\nb/0.JPEG\n");
+  expect_job_refused(image_job("      ann_file: meta/train.txt\n"), "", 2,
+                     {"job.yaml:13:17: data.train.dataset.ann_file: '" + at("meta/train.txt") +
+                      "' line 3: expected `relative/path label`, got 'b/0.JPEG'"});
+}
+
+// A JPEG cut short is found when a loader worker decodes it, in the middle
+// of the epoch: the run stops (exit 1) naming the sample and the file.
+TEST_F(BadInputCorpusTest, DataImageCorruptJpegStopsTheRun) {
+  write_image_folder();
+  const std::string bytes = rh::test::read_file(dir / "train/b/1.JPEG");
+  dir.write("train/b/1.JPEG", bytes.substr(0, bytes.size() / 2));
+  expect_job_refused(image_job(""), "", 1,
+                     {"runner-host: error: sample 5: " + at("train/b/1.JPEG") +
+                      ": a corrupt or truncated JPEG (Premature end of JPEG file)"});
 }
 
 // ============================== checkpoints =====================================

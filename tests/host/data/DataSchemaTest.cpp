@@ -53,7 +53,8 @@ TEST(DataSchema, ReportsEveryMistakeWithItsKey) {
   EXPECT_THAT(validate_loader("dataset: {type: synthetic_classfication}\nbatch_size: 0\n"
                               "num_workers: -1\nprefetch: 0\nshufle: true\n"),
               ElementsAre("job.yaml:1:17: dataset.type: unknown dataset type "
-                          "'synthetic_classfication'; choices: char_lm, cifar10, csv, "
+                          "'synthetic_classfication'; choices: CustomDataset, ImageNet, char_lm, "
+                          "cifar10, csv, "
                           "megatron_indexed, mnist, synthetic_classification, token_bin (did you "
                           "mean 'synthetic_classification'?)",
                           "job.yaml:2:13: batch_size: must be >= 1, got 0",
@@ -87,6 +88,22 @@ TEST(DataSchema, LoaderOptionsReadTheValidatedTree) {
   EXPECT_FALSE(defaults.drop_last);
   EXPECT_EQ(defaults.num_workers, 1);
   EXPECT_EQ(defaults.prefetch, 2);
+  EXPECT_FALSE(defaults.persistent_workers);
+  EXPECT_FALSE(defaults.pin_memory);
+
+  // MMEngine's and PyTorch's spellings: prefetch_factor is per worker;
+  // sampler: DefaultSampler shuffles unless it says otherwise.
+  const LoaderOptions mm = loader_options(
+      *test::yaml("batch_size: 4\nnum_workers: 3\nprefetch_factor: 2\npersistent_workers: true\n"
+                  "pin_memory: true\nsampler: {type: DefaultSampler}\n"),
+      1);
+  EXPECT_EQ(mm.prefetch, 6);
+  EXPECT_TRUE(mm.persistent_workers);
+  EXPECT_TRUE(mm.pin_memory);
+  EXPECT_TRUE(mm.shuffle);
+  const auto no_shuffle =
+      test::yaml("batch_size: 4\nsampler: {type: DefaultSampler, shuffle: false}\n");
+  EXPECT_FALSE(loader_options(*no_shuffle, 1).shuffle);
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ void python(const rh::test::TempDir& dir, const std::string& script) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
-std::shared_ptr<Dataset> from_yaml(const std::string& dataset_yaml, const std::string& job_dir) {
+std::shared_ptr<Dataset> token_dataset(const std::string& dataset_yaml,
+                                       const std::string& job_dir) {
   auto cfg = test::yaml("dataset: " + dataset_yaml);
   return build_dataset(*cfg->find("dataset"), job_dir);
 }
@@ -57,15 +58,16 @@ TEST(TokenShardDataset, TokenBinIsReadAsNumpyWroteIt) {
          "np.arange(100, dtype=np.uint16).tofile('train.bin')\n"
          "(np.arange(100, dtype=np.uint32) * 70000).tofile('wide.bin')\n");
   // Consecutive blocks of T = 8: example i is tokens [8i, 8i+8), targets one on.
-  auto d = from_yaml("{type: token_bin, path: train.bin, block_size: 8}", dir.path().string());
+  auto d = token_dataset("{type: token_bin, path: train.bin, block_size: 8}", dir.path().string());
   EXPECT_EQ(d->task(), model::Task::LanguageModel);
   EXPECT_EQ(d->size(), 12u);  // (100 - 9) / 8 + 1
   const Example e = d->get(11);
   EXPECT_EQ(values(e.input), range(88, 8));
   EXPECT_EQ(values(e.target), range(89, 8));
   // uint32, ids beyond uint16's; stride 1: every window.
-  auto w = from_yaml("{type: token_bin, path: wide.bin, dtype: uint32, block_size: 4, stride: 1}",
-                     dir.path().string());
+  auto w =
+      token_dataset("{type: token_bin, path: wide.bin, dtype: uint32, block_size: 4, stride: 1}",
+                    dir.path().string());
   EXPECT_EQ(w->size(), 96u);  // 100 - 5 + 1
   EXPECT_EQ(values(w->get(95).input), range(95, 4, 70000));
   EXPECT_EQ(values(w->get(95).target), range(96, 4, 70000));
@@ -94,8 +96,8 @@ TEST(TokenShardDataset, MegatronIndexedConcatenatesTheDocumentsInTheIndexsDtype)
   const std::vector<int64_t> stream = {0, 1, 2, 3, 4, 10, 11, 12, 20, 21, 22, 23};
   for (const std::string prefix : {"corpus", "small"}) {
     SCOPED_TRACE(prefix);
-    auto d = from_yaml("{type: megatron_indexed, path_prefix: " + prefix + ", block_size: 3}",
-                       dir.path().string());
+    auto d = token_dataset("{type: megatron_indexed, path_prefix: " + prefix + ", block_size: 3}",
+                           dir.path().string());
     ASSERT_EQ(d->size(), 3u);  // (12 - 4) / 3 + 1
     for (size_t i = 0; i < d->size(); ++i) {
       const Example e = d->get(i);
@@ -118,7 +120,7 @@ TEST(TokenShardDataset, FilesThatDoNotMatchAreNamedWithTheOffset) {
                   "write('vocab', np.uint16, 8)\n");
   const std::string root = dir.path().string();
   const auto build = [&](const std::string& yaml) {
-    return [&root, yaml] { from_yaml(yaml, root); };
+    return [&root, yaml] { token_dataset(yaml, root); };
   };
   EXPECT_THAT(error_of(build("{type: token_bin, path: odd.bin}")),
               HasSubstr("odd.bin': 7 bytes is not a whole number of 2-byte tokens"));
@@ -133,8 +135,8 @@ TEST(TokenShardDataset, FilesThatDoNotMatchAreNamedWithTheOffset) {
   EXPECT_THAT(error_of(build("{type: megatron_indexed, path_prefix: dtype}")),
               HasSubstr("dtype.idx': at byte 17: dtype code 7 is not an integer token type"));
   // A token at or above vocab_size is named by its place when it is read.
-  auto v = from_yaml("{type: megatron_indexed, path_prefix: vocab, block_size: 3, vocab_size: 21}",
-                     root);
+  auto v = token_dataset(
+      "{type: megatron_indexed, path_prefix: vocab, block_size: 3, vocab_size: 21}", root);
   EXPECT_EQ(values(v->get(1).input), (std::vector<int64_t>{3, 4, 10}));
   EXPECT_THAT(error_of([&] { v->get(2); }),
               HasSubstr("vocab.bin': token 9 (byte 18) is 21, not below vocab_size 21"));

@@ -394,9 +394,10 @@ TEST_F(LifecycleTest, UnknownTypesListTheChoices) {
       HasSubstr("unknown param_scheduler type 'CosineLR'; choices: ConstantLR, CosineAnnealingLR"));
   auto data = run(job, "--set data.train.dataset.type=imagenet --dry-run");
   EXPECT_EQ(data.exit_code, 2);
-  EXPECT_THAT(data.output,
-              HasSubstr("unknown dataset type 'imagenet'; choices: char_lm, cifar10, csv, "
-                        "megatron_indexed, mnist, synthetic_classification, token_bin"));
+  EXPECT_THAT(data.output, HasSubstr("unknown dataset type 'imagenet'; choices: CustomDataset, "
+                                     "ImageNet, char_lm, cifar10, csv, megatron_indexed, mnist, "
+                                     "synthetic_classification, token_bin (did you mean "
+                                     "'ImageNet'?)"));
 }
 
 TEST_F(LifecycleTest, HookErrorPolicy) {
