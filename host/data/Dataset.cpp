@@ -35,10 +35,13 @@ double number_or(const Node& cfg, const std::string& key, double fallback) {
   return n != nullptr ? n->as_double() : fallback;
 }
 
-const Node& required(const Node& cfg, const std::string& key) {
+// `key` a literal: a std::string temporary would make GCC 14 warn that the
+// reference returned may dangle (-Wdangling-reference).
+const Node& required(const Node& cfg, const char* key) {
   const Node* n = cfg.find(key);
   if (n == nullptr)
-    throw ConfigError(cfg.location(), cfg.path(), "missing required key '" + key + "'");
+    throw ConfigError(cfg.location(), cfg.path(),
+                      std::string("missing required key '") + key + "'");
   return *n;
 }
 
