@@ -29,6 +29,7 @@
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/JobComponents.hpp"
 #include "lifecycle/MemoryEstimate.hpp"
+#include "lifecycle/OptimizerParams.hpp"
 #include "lifecycle/Runner.hpp"
 #include "lifecycle/TensorMemory.hpp"
 #include "torch_services/BlasCheck.hpp"

@@ -43,14 +43,6 @@ class StopRequested : public std::runtime_error {
   int signal_;
 };
 
-// --print-param-groups: builds the model (on the CPU, from the job's seed)
-// and writes, per trainable parameter, the lr and weight decay its
-// optimizer group gets from optim_wrapper (paramwise_cfg, constructor) and
-// its layer id under LearningRateDecayOptimWrapperConstructor ("-"
-// otherwise), tab-separated after a header line. Throws ConfigError.
-void print_param_groups(const config::Node& job, const std::filesystem::path& job_dir,
-                        std::ostream& out);
-
 class Runner {
  public:
   Runner(const config::Node& job, RunnerOptions options, host::HostServices& services,
