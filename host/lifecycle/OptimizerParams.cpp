@@ -14,6 +14,7 @@
 #include "config/ConfigNode.hpp"
 #include "lifecycle/JobKeys.hpp"
 #include "model/Model.hpp"
+#include "optim/OptimSchema.hpp"
 #include "optim/OptimWrapper.hpp"
 
 namespace rh::lifecycle {

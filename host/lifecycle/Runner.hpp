@@ -1,6 +1,7 @@
 // The runner: owns the lifecycle of docs/architecture.md §3 and runs it for every
-// strategy the same way. Runner::train() is the whole order of things; read
-// it top to bottom.
+// strategy the same way. Runner.cpp's State::train() is the whole order of
+// things (Runner::run() picks it or an evaluation by --mode); read it top to
+// bottom.
 #pragma once
 
 #include <cstdint>
