@@ -17,6 +17,8 @@
 #                            stage 1 / PyTorch's ZeroRedundancyOptimizer
 #   bench_checkpoint.sh      checkpoint save and load (safetensors, torch, async) against a raw write + fsync of the same bytes and torch.save / torch.load
 #   bench_one_rank.sh        ddp / zero / fsdp on one rank / single
+#   bench_data.sh            the image loader / PyTorch's DataLoader + torchvision and the
+#                            libjpeg-turbo decode limit; token files / a bare memcpy
 #   bench_gpu.sh             when a GPU is visible (nvidia-smi -L): the gpt against PyTorch
 #                            eager, float32 and bfloat16, with peak GPU memory
 #   bench_torch26.sh         when run as root with the Debian 13 chroot and a LibTorch 2.6
@@ -75,6 +77,10 @@ CMD_CKPT="tools/bench/bench_checkpoint.sh $CKPT_SAVES"
 section "one rank"
 CMD_ONE="tools/bench/bench_one_rank.sh $ONE_ROUNDS"
 "$ROOT/tools/bench/bench_one_rank.sh" "$ONE_ROUNDS" > "$RAW/one.txt" 2>&1
+section "data loader"
+if [ "$QUICK" = 1 ]; then DATA_ENV=(RH_BENCH_ROUNDS=1); DATA_ARGS=(2 400); else DATA_ENV=(); DATA_ARGS=(2 2000); fi
+CMD_DATA="${DATA_ENV[*]} tools/bench/bench_data.sh ${DATA_ARGS[*]}"
+env "${DATA_ENV[@]}" "$ROOT/tools/bench/bench_data.sh" "${DATA_ARGS[@]}" > "$RAW/data.txt" 2>&1
 # The GPU section, where a GPU is visible (with a CUDA build: RH_TORCH).
 if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
   section "GPU"
@@ -106,7 +112,8 @@ ELAPSED=$(($(date +%s) - START))
 
 MACHINE="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(. /etc/os-release; echo "$PRETTY_NAME"), LibTorch $(dpkg-query -W -f '${Version}' libtorch-dev 2>/dev/null || echo '?')"
 "$PY" - "$RAW" "$OUT" "$CHARTS" "$QUICK" "$ELAPSED" "$MACHINE" \
-  "$CMD_STEP" "$CMD_COMM" "$CMD_DDP" "$CMD_ZERO" "$CMD_CKPT" "$CMD_ONE" "$CMD_T26" "$CMD_MEM" <<'PY'
+  "$CMD_STEP" "$CMD_COMM" "$CMD_DDP" "$CMD_ZERO" "$CMD_CKPT" "$CMD_ONE" "$CMD_T26" "$CMD_MEM" \
+  "$CMD_DATA" <<'PY'
 import datetime, os, re, sys
 import matplotlib
 matplotlib.use("Agg")
@@ -202,6 +209,11 @@ md += ["## Checkpoint save and load throughput", "", f"    {cmd['ckpt']}", "", "
 # One rank against single.
 md += ["## A world of one: ddp, zero, fsdp on one rank / single", "", f"    {cmd['one']}", "",
        "```", text["one"].strip(), "```", ""]
+
+# The data loaders.
+md += ["## Data loading: images against torchvision, tokens against memcpy", "",
+       f"    {sys.argv[15].strip()}", "", "```",
+       open(os.path.join(raw, "data.txt")).read().strip(), "```", ""]
 
 # The GPU, when one was visible: bench_gpu.sh's own tables.
 gpu = os.path.join(raw, "gpu.txt")
