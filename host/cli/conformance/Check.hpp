@@ -39,10 +39,14 @@ struct CheckContext {
   std::string strategy_yaml;
   std::string strategy_yaml_unknown_key;
   JobRunner& jobs;
+  // Set by handshake: the strategy refused a world of 2 ranks in SetupEnv
+  // (it runs one process, as `single`), so the checks run on 1 rank.
+  bool one_process = false;
 
-  // --ranks when given, else `fallback`.
+  // --ranks when given, else 1 for a one-process strategy, else `fallback`.
   std::vector<int> ranks_or(std::vector<int> fallback) const {
-    return options.ranks.empty() ? fallback : options.ranks;
+    if (!options.ranks.empty()) return options.ranks;
+    return one_process ? std::vector<int>{1} : fallback;
   }
 };
 
