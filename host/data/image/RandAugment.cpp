@@ -29,16 +29,8 @@ constexpr double kSolarizeAddThreshold = 128;
 uint8_t pad_channel(double v) { return static_cast<uint8_t>(std::nearbyint(v)); }
 
 PadValue read_pad_val(const Node& node) {
-  if (!node.is_sequence()) {
-    const uint8_t v = pad_channel(node.as_double());
-    return {v, v, v};
-  }
-  const auto& items = node.seq_items();
-  if (items.size() != 3) {
-    fail(node, "expected 3 values (B, G, R), got " + std::to_string(items.size()));
-  }
-  return {pad_channel(items[0]->as_double()), pad_channel(items[1]->as_double()),
-          pad_channel(items[2]->as_double())};
+  const std::array<double, 3> v = bgr_value(node);
+  return {pad_channel(v[0]), pad_channel(v[1]), pad_channel(v[2])};
 }
 
 }  // namespace

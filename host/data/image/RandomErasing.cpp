@@ -19,19 +19,6 @@ using config::Node;
   throw ConfigError(node.location(), node.path(), message);
 }
 
-// A number for all three channels or a list of three (B, G, R).
-std::array<double, 3> read_bgr(const Node& node) {
-  if (!node.is_sequence()) {
-    const double v = node.as_double();
-    return {v, v, v};
-  }
-  const auto& items = node.seq_items();
-  if (items.size() != 3) {
-    fail(node, "expected 3 values (B, G, R), got " + std::to_string(items.size()));
-  }
-  return {items[0]->as_double(), items[1]->as_double(), items[2]->as_double()};
-}
-
 std::string number_text(double v) {
   std::string text = std::to_string(v);
   text.erase(text.find_last_not_of('0') + 1);
@@ -132,9 +119,9 @@ std::unique_ptr<Transform> make_random_erasing(const config::Node& cfg) {
     options.mode = n->scalar() == "rand" ? RandomErasingOptions::Mode::Rand
                                          : RandomErasingOptions::Mode::Const;
   }
-  if (const Node* n = cfg.find("fill_color")) options.fill_color = read_bgr(*n);
+  if (const Node* n = cfg.find("fill_color")) options.fill_color = bgr_value(*n);
   if (const Node* n = cfg.find("fill_std"); n != nullptr && !n->is_null()) {
-    options.fill_std = read_bgr(*n);
+    options.fill_std = bgr_value(*n);
   }
   return std::make_unique<RandomErasing>(std::move(options));
 }

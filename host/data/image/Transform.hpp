@@ -6,10 +6,12 @@
 // apply() is const and must not touch shared state.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "config/ConfigNode.hpp"
 #include "data/image/Image.hpp"
 #include "data/image/SampleRng.hpp"
 
@@ -26,5 +28,10 @@ class Transform {
   virtual ~Transform() = default;
   virtual void apply(Sample& sample, SampleRng& rng) const = 0;
 };
+
+// A colour key as MMPretrain writes it (pad_val, fill_color, fill_std): a
+// number for all three channels or a list of three (B, G, R). Throws
+// config::ConfigError at the key for a list of another length.
+std::array<double, 3> bgr_value(const config::Node& node);
 
 }  // namespace rh::data::image
