@@ -66,28 +66,13 @@ class IterTimer {
   double max_ms_ = 0;
 };
 
-const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_HOOK, RH_STR("iter_timer"),
-     RH_STR("logs mean/max train-iteration wall time every `interval` iterations"),
-     &rh::HookAdapter<IterTimer>::vtable}};
+const rh_Component kComponents[] = {rh::hook_component<IterTimer>(
+    "iter_timer", "logs mean/max train-iteration wall time every `interval` iterations")};
 
-const rh_PluginInfo kInfo = {RH_PLUGIN_INFO_STRUCT_SIZE,
-                             RH_ABI_VERSION_MAJOR,
-                             RH_ABI_VERSION_MINOR,
-                             RH_STR("rh_example_iter_timer"),
-                             RH_STR("0.1.0"),
-                             RH_NATIVE_TAG_NONE,  // does not link LibTorch
-                             kComponents,
-                             sizeof(kComponents) / sizeof(kComponents[0]),
-                             nullptr,
-                             nullptr};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_example_iter_timer", "0.1.0", RH_NATIVE_TAG_NONE, kComponents);
 
 }  // namespace
 
 // The plugin's only exported symbol.
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t host_abi_major,
-                                                         uint32_t host_abi_minor) {
-  (void)host_abi_major;
-  (void)host_abi_minor;
-  return &kInfo;
-}
+RH_PLUGIN_ENTRY(kInfo)

@@ -75,24 +75,13 @@ class LocalSgd {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_STRATEGY, RH_STR("local_sgd"),
-     RH_STR("local SGD: ranks step alone, parameters averaged every sync_every steps"),
-     &rh::StrategyAdapter<LocalSgd>::vtable},
+    rh::strategy_component<LocalSgd>(
+        "local_sgd", "local SGD: ranks step alone, parameters averaged every sync_every steps"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_example_local_sgd"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_TORCH,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_example_local_sgd", "0.1.0", RH_NATIVE_TAG_TORCH, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

@@ -165,24 +165,13 @@ class Zero1 {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_STRATEGY, RH_STR("zero1"),
-     RH_STR("ZeRO stage 1 by whole parameters: each rank's optimizer holds the ones it owns"),
-     &rh::StrategyAdapter<Zero1>::vtable},
+    rh::strategy_component<Zero1>(
+        "zero1", "ZeRO stage 1 by whole parameters: each rank's optimizer holds the ones it owns"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_example_zero1"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_TORCH,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_example_zero1", "0.1.0", RH_NATIVE_TAG_TORCH, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

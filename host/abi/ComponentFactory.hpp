@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "abi/ComponentInstances.hpp"
 #include "abi/PluginRegistry.hpp"
 
 namespace rh::config {
@@ -20,84 +21,6 @@ class Node;
 namespace rh::host {
 
 class HostServices;
-
-// What every instance shares: which component it is, and its context.
-struct InstanceInfo {
-  const Component* component = nullptr;
-  rh_Context* context = nullptr;
-  std::string what;  // "hook 'trace' (rh_hook_trace, /path/librh_hook_trace.so)"
-};
-
-class HookInstance {
- public:
-  HookInstance(InstanceInfo info, rh_HookInstance* handle, int priority, uint64_t mask);
-  ~HookInstance();
-  HookInstance(const HookInstance&) = delete;
-  HookInstance& operator=(const HookInstance&) = delete;
-
-  const std::string& type() const { return info_.component->type_name; }
-  const std::string& what() const { return info_.what; }
-  int priority() const { return priority_; }
-  bool wants(rh_HookEvent event) const { return (mask_ & RH_EVENT_BIT(event)) != 0; }
-  void set_dispatch(int priority, uint64_t mask) {
-    priority_ = priority;
-    mask_ = mask;
-  }
-  // Error policy (`on_error:`): false = a failure stops the run (default),
-  // true = it is logged as a warning and the run goes on.
-  void set_warn_on_error(bool warn) { warn_on_error_ = warn; }
-  bool warn_on_error() const { return warn_on_error_; }
-  // Throws HostError naming the hook and the event.
-  void on_event(const rh_HookEventArgs& args);
-
- private:
-  InstanceInfo info_;
-  rh_HookInstance* handle_;
-  int priority_;
-  uint64_t mask_;
-  bool warn_on_error_ = false;
-};
-
-class StrategyInstance {
- public:
-  StrategyInstance(InstanceInfo info, rh_StrategyInstance* handle);
-  ~StrategyInstance();
-  StrategyInstance(const StrategyInstance&) = delete;
-  StrategyInstance& operator=(const StrategyInstance&) = delete;
-
-  const std::string& type() const { return info_.component->type_name; }
-  const std::string& what() const { return info_.what; }
-  const rh_StrategyVtable& vtable() const;
-  rh_StrategyInstance* handle() const { return handle_; }
-  // Traits with the defaults of rh_strategy.h filled in first.
-  rh_StrategyTraits traits() const;
-  // Throws the HostError of what a call `step` returned (takes `err`), naming
-  // this strategy and the step; nothing when `err` is null.
-  void check(const char* step, rh_Error* err) const;
-
- private:
-  InstanceInfo info_;
-  rh_StrategyInstance* handle_;
-};
-
-class CheckpointIoInstance {
- public:
-  CheckpointIoInstance(InstanceInfo info, rh_CheckpointIoInstance* handle);
-  ~CheckpointIoInstance();
-  CheckpointIoInstance(const CheckpointIoInstance&) = delete;
-  CheckpointIoInstance& operator=(const CheckpointIoInstance&) = delete;
-
-  const std::string& type() const { return info_.component->type_name; }
-  const std::string& what() const { return info_.what; }
-  const rh_CheckpointIoVtable& vtable() const;
-  rh_CheckpointIoInstance* handle() const { return handle_; }
-  // SavesInBackground (ABI 1.6): Save only queues the write.
-  bool saves_in_background() const;
-
- private:
-  InstanceInfo info_;
-  rh_CheckpointIoInstance* handle_;
-};
 
 // Parses a hook priority: 0..100 or a level name (NORMAL, LOW...).
 int parse_priority(const config::Node& node);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "abi/ComponentFactory.hpp"
+#include "abi/ComponentInstances.hpp"
 #include "abi/HostError.hpp"
 #include "abi/PluginCall.hpp"
 #include "abi/StateDict.hpp"

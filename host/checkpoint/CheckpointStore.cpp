@@ -16,7 +16,7 @@
 #include <iterator>
 #include <regex>
 
-#include "abi/ComponentFactory.hpp"
+#include "abi/ComponentInstances.hpp"
 #include "abi/HostError.hpp"
 #include "abi/PluginCall.hpp"
 #include "abi/StateDict.hpp"

@@ -3,11 +3,24 @@
 #include <boost/program_options.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
+#include <variant>
 
 namespace po = boost::program_options;
 
 namespace rh::cli {
 namespace {
+
+// The value a launcher flag's field takes: int for an int, T for an
+// optional<T>.
+template <class Field>
+struct FlagValue {
+  using type = Field;
+};
+template <class T>
+struct FlagValue<std::optional<T>> {
+  using type = T;
+};
 
 po::options_description describe() {
   po::options_description d("Options");
@@ -30,26 +43,20 @@ po::options_description describe() {
        "print what each rank would keep (parameters, gradients, optimizer state, masters, "
        "communication buffers) for --nproc-per-node x --nnodes ranks, then exit; the model is "
        "not allocated and nothing is launched")
-      ("log-level", po::value<std::string>()->value_name("LEVEL"), "trace, debug, info, warn or error")
-      ("nproc-per-node", po::value<int>()->value_name("N"),
-       "start N worker processes on this node, one per local rank (default 1)")
-      ("nnodes", po::value<int>()->value_name("N"), "the number of nodes (default 1)")
-      ("node-rank", po::value<int>()->value_name("R"), "this node's rank, 0 to nnodes-1 (default 0)")
-      ("master-addr", po::value<std::string>()->value_name("ADDR"),
-       "the address of rank 0's node (default: MASTER_ADDR, else the job's dist.master_addr, "
-       "else 127.0.0.1)")
-      ("master-port", po::value<int>()->value_name("PORT"),
-       "the rendezvous port on the master (default: MASTER_PORT, else the job's "
-       "dist.master_port, else a free one on one node and 29500 on several; 0 picks a free one, "
-       "single node only)")
-      ("max-restarts", po::value<int>()->value_name("N"),
-       "elastic: after a failure (a node lost, a worker failed) restart the workers up to N "
-       "times on the nodes left, resuming from the newest valid checkpoint (default 0)")
-      ("min-nodes", po::value<int>()->value_name("M"),
-       "elastic: go on while at least M nodes are left (default: --nnodes; needs --max-restarts)")
-      ("version", "print the version, ABI and native tag")
-      ("help,h", "show this help");
+      ("log-level", po::value<std::string>()->value_name("LEVEL"), "trace, debug, info, warn or error");
   // clang-format on
+  // The launcher's flags, from their one table (launch/LaunchFlags.hpp).
+  for (const launch::LauncherFlagSpec& spec : launch::launcher_flag_specs()) {
+    std::visit(
+        [&](auto field) {
+          using Field =
+              std::remove_reference_t<decltype(field(std::declval<launch::LauncherFlags&>()))>;
+          using Value = typename FlagValue<Field>::type;
+          d.add_options()(spec.name, po::value<Value>()->value_name(spec.value_name), spec.help);
+        },
+        spec.field);
+  }
+  d.add_options()("version", "print the version, ABI and native tag")("help,h", "show this help");
   return d;
 }
 
@@ -120,40 +127,23 @@ CliOptions parse_cli(int argc, const char* const* argv) {
   if (vm.count("log-level")) o.log_level = vm["log-level"].as<std::string>();
   o.version = vm.count("version") > 0;
   o.help = vm.count("help") > 0;
-  if (vm.count("nproc-per-node")) o.nproc_per_node = vm["nproc-per-node"].as<int>();
-  if (vm.count("nnodes")) o.nnodes = vm["nnodes"].as<int>();
-  if (vm.count("node-rank")) o.node_rank = vm["node-rank"].as<int>();
-  if (vm.count("master-addr")) o.master_addr = vm["master-addr"].as<std::string>();
-  if (vm.count("master-port")) o.master_port = vm["master-port"].as<int>();
-  if (vm.count("max-restarts")) o.max_restarts = vm["max-restarts"].as<int>();
-  if (vm.count("min-nodes")) o.min_nodes = vm["min-nodes"].as<int>();
-  if (o.max_restarts < 0)
-    throw std::runtime_error("--max-restarts: expected 0 or more, got " +
-                             std::to_string(o.max_restarts));
-  if (o.min_nodes < 0 || o.min_nodes > o.nnodes)
-    throw std::runtime_error("--min-nodes: expected 1 to --nnodes " + std::to_string(o.nnodes) +
-                             ", got " + std::to_string(o.min_nodes));
-  if (o.min_nodes > 0 && o.max_restarts == 0)
-    throw std::runtime_error(
-        "--min-nodes needs --max-restarts: without restarts a lost node "
-        "ends the job whatever the minimum");
-  if (o.nproc_per_node < 1)
-    throw std::runtime_error("--nproc-per-node: expected 1 or more, got " +
-                             std::to_string(o.nproc_per_node));
-  if (o.nnodes < 1)
-    throw std::runtime_error("--nnodes: expected 1 or more, got " + std::to_string(o.nnodes));
-  if (o.node_rank < 0 || o.node_rank >= o.nnodes)
-    throw std::runtime_error("--node-rank: expected 0 to " + std::to_string(o.nnodes - 1) +
-                             " (--nnodes " + std::to_string(o.nnodes) + "), got " +
-                             std::to_string(o.node_rank));
-  if (o.master_port && (*o.master_port < 0 || *o.master_port > 65535))
-    throw std::runtime_error("--master-port: expected 0 to 65535, got " +
-                             std::to_string(*o.master_port));
-  if (o.master_port == 0 && o.nnodes > 1)
-    throw std::runtime_error(
-        "--master-port 0 (pick a free port) needs --nnodes 1: every node must be given the same "
-        "port");
-  if (o.master_addr && o.master_addr->empty()) throw std::runtime_error("--master-addr: empty");
+  // The launcher's flags, each into its field (launch/LaunchFlags.hpp), and
+  // their one check (launch() runs it too).
+  for (const launch::LauncherFlagSpec& spec : launch::launcher_flag_specs()) {
+    if (vm.count(spec.name) == 0) continue;
+    std::visit(
+        [&](auto field) {
+          auto& value = field(o.launch);
+          using Value = typename FlagValue<std::remove_reference_t<decltype(value)>>::type;
+          value = vm[spec.name].as<Value>();
+        },
+        spec.field);
+  }
+  try {
+    launch::check_launcher_flags(o.launch);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
   if (!o.help && !o.version && !o.list_plugins && o.config.empty())
     throw std::runtime_error("--config is required (or --list-plugins, --version, --help)");
   return o;

@@ -25,6 +25,7 @@
 #include "config/Schema.hpp"
 #include "data/Dataset.hpp"
 #include "job/JobSchema.hpp"
+#include "job/JobSettings.hpp"
 #include "launch/StopSignal.hpp"
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/JobComponents.hpp"
@@ -180,6 +181,11 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
     job = config::load_job(opts.config, opts.set_args);
     apply_defaults(*job.root);
     auto errors = config::validate_job(*job.root);
+    // The rules between keys and --mode (train needs train_cfg, val and
+    // test their split), for a job that runs (--dry-run too), not one only
+    // printed or estimated; main.cpp asks the same before it launches ranks.
+    const bool runs = !opts.print_config && !opts.print_param_groups && !opts.estimate_memory;
+    if (errors.empty() && runs) errors = config::check_run(*job.root, config::run_mode(opts.mode));
     if (!errors.empty()) {
       for (const auto& e : errors) std::cerr << "runner-host: error: " << e.what() << "\n";
       return kExitInvalid;
@@ -219,8 +225,8 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
     return fail(kExitInvalid, e.what());
   }
   if (opts.estimate_memory) {
-    const lifecycle::MemoryEstimateOptions o{opts.nproc_per_node * opts.nnodes,
-                                             opts.nproc_per_node};
+    const lifecycle::MemoryEstimateOptions o{opts.launch.nproc_per_node * opts.launch.nnodes,
+                                             opts.launch.nproc_per_node};
     try {
       lifecycle::print_memory_estimate(
           lifecycle::estimate_memory(*job.root, *job_dir, *components.strategy, o), o, std::cout);

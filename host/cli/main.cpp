@@ -25,11 +25,13 @@
 
 #include "cli/BlasCoretype.hpp"
 #include "cli/CliOptions.hpp"
+#include "cli/LaunchCheck.hpp"
 #include "cli/RunnerEntry.hpp"
 #include "cli/conformance/Conformance.hpp"
 #include "cli/parity/Parity.hpp"
 #include "config/JobLoader.hpp"
 #include "job/JobSchema.hpp"
+#include "job/JobSettings.hpp"
 #include "launch/HeapPolicy.hpp"
 #include "launch/LaunchMain.hpp"
 #include "launch/ThreadPolicy.hpp"
@@ -52,40 +54,35 @@ fs::path self() {
 // layout).
 fs::path runner_library() { return self().parent_path().parent_path() / RH_RUNNER_LIBRARY_RELPATH; }
 
-// The job as the program sees it, before the runner library: nothing when it
-// cannot be read or is invalid (the runner, or each worker, reports that).
-std::optional<rh::config::Job> valid_job(const rh::cli::CliOptions& opts) {
+// The job as the program sees it, before the runner library. nothing when
+// it has no job or the job cannot be read or fails the schema (the runner,
+// or each worker, reports that, with the plugins' and loaders' own checks).
+// `refusal`: the rules between keys and --mode (config::check_run) it breaks,
+// which the program reports itself before it launches a rank.
+std::optional<rh::config::Job> valid_job(const rh::cli::CliOptions& opts,
+                                         std::vector<rh::config::ConfigError>& refusal) {
   if (opts.config.empty()) return std::nullopt;
   try {
     rh::config::Job job = rh::config::load_job(opts.config, opts.set_args);
     if (!rh::config::validate_job(*job.root).empty()) return std::nullopt;
+    refusal = rh::config::check_run(*job.root, rh::config::run_mode(opts.mode));
     return job;
   } catch (const std::exception&) {
     return std::nullopt;
   }
 }
 
-// The job's dist.master_addr and dist.master_port, for the launcher (the
-// workers read the same job).
+// The job's dist.master_addr, dist.master_port and dist.timeout_s, for the
+// launcher (the workers read the same job).
 rh::launch::JobRendezvousKeys job_rendezvous_keys(const std::optional<rh::config::Job>& job) {
   rh::launch::JobRendezvousKeys keys;
   if (!job) return keys;
-  try {
-    const rh::config::Node* dist = job->root->find("dist");
-    if (dist == nullptr) return keys;
-    if (const rh::config::Node* addr = dist->find("master_addr"); addr && !addr->is_null()) {
-      keys.master_addr = addr->as_string();
-      keys.master_addr_at = addr->location().str();
-    }
-    if (const rh::config::Node* port = dist->find("master_port"); port && !port->is_null()) {
-      keys.master_port = static_cast<int>(port->as_int());
-      keys.master_port_at = port->location().str();
-    }
-    if (const rh::config::Node* t = dist->find("timeout_s"); t && !t->is_null())
-      keys.timeout_s = t->as_double();
-  } catch (const std::exception&) {
-    return {};
-  }
+  const rh::config::DistCfg dist = rh::config::read_settings(*job->root).dist;
+  keys.master_addr = dist.master_addr;
+  if (dist.master_addr) keys.master_addr_at = dist.master_addr_at.str();
+  keys.master_port = dist.master_port;
+  if (dist.master_port) keys.master_port_at = dist.master_port_at.str();
+  keys.timeout_s = dist.timeout_s;
   return keys;
 }
 
@@ -154,7 +151,16 @@ int main(int argc, char** argv) {
       std::cout << rh::cli::cli_help();
       return 0;
     }
-    const std::optional<rh::config::Job> job = valid_job(opts);
+    std::vector<rh::config::ConfigError> refusal;
+    const std::optional<rh::config::Job> job = valid_job(opts, refusal);
+    // A job that cannot run in this mode (train without train_cfg, val
+    // without data.val): exit 2 before a rank is launched or a file made.
+    // Not for a job only printed or estimated.
+    if (!refusal.empty() && !opts.print_config && !opts.print_param_groups &&
+        !opts.estimate_memory) {
+      for (const auto& e : refusal) std::cerr << "runner-host: error: " << e.what() << "\n";
+      return kExitInvalid;
+    }
     if (job)
       if (const rh::config::Node* env_cfg = job->root->find("env_cfg"))
         if (const rh::config::Node* key = env_cfg->find("heap"); key && !key->is_null())
@@ -173,12 +179,21 @@ int main(int argc, char** argv) {
     // job's dist.master_addr/dist.master_port, else (one node) a free port.
     // --estimate-memory reads the world size from the same flags and
     // launches nothing.
-    if (!opts.estimate_memory &&
-        (opts.nproc_per_node > 1 || opts.nnodes > 1 || opts.max_restarts > 0))
-      return rh::launch::run_launcher(
-          {opts.nproc_per_node, opts.nnodes, opts.node_rank, opts.master_addr, opts.master_port,
-           opts.max_restarts, opts.min_nodes},
-          job_rendezvous_keys(job), argc, argv, elastic_agent);
+    if (!opts.estimate_memory && opts.launch.launches()) {
+      // What each worker would refuse before creating anything (--dry-run's
+      // checks, plugins included), once, before any rank is launched. Not
+      // for a dry run or a job only printed, which the workers do as asked.
+      if (!opts.config.empty() && !opts.dry_run && !opts.print_config && !opts.print_param_groups) {
+        const rh::cli::LaunchCheck check =
+            rh::cli::check_before_launch(self(), std::vector<std::string>(argv + 1, argv + argc));
+        if (check.exit_code == kExitInvalid) {
+          std::cerr << check.errors;
+          return kExitInvalid;
+        }
+      }
+      return rh::launch::run_launcher(opts.launch, job_rendezvous_keys(job), argc, argv,
+                                      elastic_agent);
+    }
   }
 
   // OpenMP's waiting (launch/ThreadPolicy.hpp says why), before the runner

@@ -3,6 +3,7 @@
 #include "config/Suggest.hpp"
 #include "data/DataSchema.hpp"
 #include "model/ActivationCheckpointConfig.hpp"
+#include "model/ClassifierSchema.hpp"
 #include "model/ModelSchema.hpp"
 #include "optim/OptimSchema.hpp"
 
@@ -19,7 +20,7 @@ Schema build_job_schema() {
       {"deterministic", boolean(), false, "use deterministic algorithms"},
       {"log_level", enumeration({"trace", "debug", "info", "warn", "error"})},
       {"model", model::model_schema(), true, "the model: type and its keys"},
-      {"data_preprocessor", data::preprocessor_schema(), false,
+      {"data_preprocessor", model::preprocessor_schema(), false,
        "MMPretrain's: mean, std, to_rgb for 8-bit images (or in model:)"},
       {"data", map({{"train", data::loader_schema()},
                     {"val", data::loader_schema()},

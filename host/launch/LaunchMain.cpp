@@ -42,9 +42,11 @@ std::string self_exe() {
 }  // namespace
 
 const std::vector<std::string>& launcher_flags() {
-  static const std::vector<std::string> kFlags = {"nproc-per-node", "nnodes",      "node-rank",
-                                                  "master-addr",    "master-port", "max-restarts",
-                                                  "min-nodes"};
+  static const std::vector<std::string> kFlags = [] {
+    std::vector<std::string> names;
+    for (const LauncherFlagSpec& spec : launcher_flag_specs()) names.emplace_back(spec.name);
+    return names;
+  }();
   return kFlags;
 }
 
@@ -72,11 +74,7 @@ std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& ar
 LaunchOptions launch_options(const LauncherFlags& flags, const EnvLookup& get,
                              const JobRendezvousKeys& job) {
   LaunchOptions o;
-  o.nproc_per_node = flags.nproc_per_node;
-  o.nnodes = flags.nnodes;
-  o.node_rank = flags.node_rank;
-  o.max_restarts = flags.max_restarts;
-  o.min_nodes = flags.min_nodes;
+  static_cast<LaunchShape&>(o) = flags;  // the shape as the flags give it
   if (job.timeout_s) o.elastic_timeout_s = *job.timeout_s;
   char host[256] = "";
   if (gethostname(host, sizeof host - 1) == 0) o.host = host;

@@ -7,22 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "launch/LaunchFlags.hpp"
 #include "launch/Launcher.hpp"
 #include "launch/WorkerEnv.hpp"
 
 namespace rh::launch {
-
-// What the command line says about the launch; master_addr and master_port
-// are unset when their flag was not given.
-struct LauncherFlags {
-  int nproc_per_node = 1;
-  int nnodes = 1;
-  int node_rank = 0;
-  std::optional<std::string> master_addr;
-  std::optional<int> master_port;
-  int max_restarts = 0;
-  int min_nodes = 0;
-};
 
 // The launcher's options. The master address and the port each come from,
 // first found: the flag (--master-addr, --master-port), the launcher's
@@ -35,7 +24,8 @@ struct LauncherFlags {
 LaunchOptions launch_options(const LauncherFlags& flags, const EnvLookup& get,
                              const JobRendezvousKeys& job);
 
-// The options that belong to the launcher; each takes a value.
+// The options that belong to the launcher (launcher_flag_specs' names); each
+// takes a value.
 const std::vector<std::string>& launcher_flags();
 
 // `args` (argv[1..]) less the launcher flags, in both forms: `--flag VALUE`

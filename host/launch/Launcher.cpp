@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "launch/ElasticAgent.hpp"
+#include "launch/LaunchFlags.hpp"
 #include "launch/LauncherSignals.hpp"
 #include "launch/WorkerEnv.hpp"  // seconds_since_epoch
 #include "launch/WorkerOutput.hpp"
@@ -78,28 +79,13 @@ std::vector<std::string> base_environment(bool keep_omp) {
 
 void validate(const LaunchOptions& o, const std::vector<std::string>& worker_argv) {
   auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (o.nproc_per_node < 1)
-    bad("--nproc-per-node: expected 1 or more, got " + std::to_string(o.nproc_per_node));
-  if (o.nnodes < 1) bad("--nnodes: expected 1 or more, got " + std::to_string(o.nnodes));
-  if (o.node_rank < 0 || o.node_rank >= o.nnodes)
-    bad("--node-rank: expected 0 to " + std::to_string(o.nnodes - 1) + " (--nnodes " +
-        std::to_string(o.nnodes) + "), got " + std::to_string(o.node_rank));
-  if (o.master_port < 0 || o.master_port > 65535)
-    bad("--master-port: expected 0 to 65535, got " + std::to_string(o.master_port));
-  if (o.master_port == 0 && o.nnodes > 1)
-    bad((o.master_port_from.empty() ? std::string("--master-port") : o.master_port_from) +
-        " 0 (pick a free port) needs --nnodes 1: every node must be given the same port");
-  if (o.master_addr.empty()) bad("--master-addr: empty");
+  // The flags' own rules, on the options as resolved (the port may have
+  // come from MASTER_PORT or the job: master_port_from names it).
+  check_launch_shape(o);
+  check_master(o.master_addr, o.master_port, o.nnodes,
+               o.master_port_from.empty() ? "--master-port" : o.master_port_from);
   if (worker_argv.empty()) bad("no worker command");
   if (!(o.kill_grace_s >= 0)) bad("kill_grace_s: expected 0 or more");
-  if (o.max_restarts < 0)
-    bad("--max-restarts: expected 0 or more, got " + std::to_string(o.max_restarts));
-  if (o.min_nodes < 0 || o.min_nodes > o.nnodes)
-    bad("--min-nodes: expected 1 to --nnodes " + std::to_string(o.nnodes) + ", got " +
-        std::to_string(o.min_nodes));
-  if (o.min_nodes > 0 && o.max_restarts == 0)
-    bad("--min-nodes " + std::to_string(o.min_nodes) +
-        " needs --max-restarts: without restarts a lost node ends the job whatever the minimum");
 }
 
 // The world one round of workers runs in: the whole job's when it is not

@@ -111,14 +111,14 @@
 #include <vector>
 
 #include "launch/ElasticAgent.hpp"
+#include "launch/LaunchFlags.hpp"
 #include "launch/LaunchRendezvous.hpp"  // pick_free_port, PortReservation: step 1
 
 namespace rh::launch {
 
-struct LaunchOptions {
-  int nproc_per_node = 1;
-  int nnodes = 1;
-  int node_rank = 0;
+// The launcher's options: the job's shape (LaunchFlags.hpp) and the
+// rendezvous as resolved from the flags, the environment and the job.
+struct LaunchOptions : LaunchShape {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free port (nnodes == 1 only)
   // Where master_addr and master_port came from, for messages and the
@@ -132,9 +132,8 @@ struct LaunchOptions {
   int stdout_fd = 1;        // where the workers' prefixed stdout goes
   int stderr_fd = 2;        // the workers' prefixed stderr and the launcher's messages
   // Elastic restart (ElasticAgent.hpp): after a failure, up to max_restarts
-  // new rounds on the nodes left, while at least min_nodes (0: nnodes) are.
-  int max_restarts = 0;
-  int min_nodes = 0;
+  // (LaunchShape) new rounds on the nodes left, while at least min_nodes
+  // (0: nnodes) are.
   double elastic_timeout_s = 300;  // how long a round may take to close
   std::string host;                // this node's name, for messages ("" reads as "?")
 };

@@ -1,32 +1,23 @@
 #include "lifecycle/ElasticBatch.hpp"
 
 #include "config/ConfigNode.hpp"
-#include "lifecycle/JobKeys.hpp"
+#include "job/JobSettings.hpp"
 
 namespace rh::lifecycle {
 
-ElasticBatch elastic_batch(const config::Node& job, size_t batch_size, int first_world, int world) {
+ElasticBatch elastic_batch(const config::DistCfg& dist, size_t batch_size, int first_world,
+                           int world) {
   ElasticBatch out;
   out.batch_size = batch_size;
   if (first_world <= 0 || first_world == world) return out;
-  const config::Node* key = find_key(job, "dist.keep_global_batch");
-  std::string mode = "accumulate";
-  if (key != nullptr && !key->is_null()) {
-    const std::string v = key->as_string();
-    if (v == "false" || v == "False")
-      mode = "false";
-    else if (v == "batch_size")
-      mode = "batch_size";
-  }
   const size_t global = batch_size * static_cast<size_t>(first_world);
   const std::string was = "the global batch of " + std::to_string(global) + " (" +
                           std::to_string(batch_size) + " per rank x " +
                           std::to_string(first_world) + " ranks at the first start)";
   auto refuse = [&](const std::string& why) {
-    throw config::ConfigError(key != nullptr ? key->location() : job.location(),
-                              "dist.keep_global_batch", why);
+    throw config::ConfigError(dist.keep_global_batch_at, "dist.keep_global_batch", why);
   };
-  if (mode == "false") {
+  if (dist.keep_global_batch == config::KeepGlobalBatch::No) {
     out.log = "elastic restart on " + std::to_string(world) + " rank(s): " + was +
               " is not kept (dist.keep_global_batch: false): it is " +
               std::to_string(batch_size * static_cast<size_t>(world)) + " now";
@@ -35,7 +26,7 @@ ElasticBatch elastic_batch(const config::Node& job, size_t batch_size, int first
   if (world > first_world)
     refuse(was + " cannot be kept on more ranks (" + std::to_string(world) +
            "): an elastic restart only shrinks the world");
-  if (mode == "accumulate") {
+  if (dist.keep_global_batch == config::KeepGlobalBatch::Accumulate) {
     if (first_world % world != 0)
       refuse(was + " cannot be kept on " + std::to_string(world) + " ranks by accumulation: " +
              std::to_string(first_world) + "/" + std::to_string(world) +

@@ -19,7 +19,7 @@
 #include <string>
 
 namespace rh::config {
-class Node;
+struct DistCfg;
 }
 
 namespace rh::lifecycle {
@@ -32,8 +32,10 @@ struct ElasticBatch {
 
 // `batch_size`: data.train.batch_size; `first_world`: the elastic
 // launcher's first world size (0 when not elastic); `world`: this one's.
-// Throws config::ConfigError at dist.keep_global_batch (or the job) when the
+// `dist`: the job's dist keys (keep_global_batch). Throws
+// config::ConfigError at dist.keep_global_batch (or the job) when the
 // global batch cannot be kept whole on `world` ranks, naming both sizes.
-ElasticBatch elastic_batch(const config::Node& job, size_t batch_size, int first_world, int world);
+ElasticBatch elastic_batch(const config::DistCfg& dist, size_t batch_size, int first_world,
+                           int world);
 
 }  // namespace rh::lifecycle

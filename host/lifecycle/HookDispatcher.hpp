@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "abi/ComponentFactory.hpp"
+#include "abi/ComponentInstances.hpp"
 
 struct rh_StateDict;
 

@@ -1,10 +1,13 @@
 #include "lifecycle/JobComponents.hpp"
 
 #include <spdlog/spdlog.h>
+#include <torch/cuda.h>
 
 #include "abi/HostError.hpp"
 #include "config/ConfigNode.hpp"
+#include "lifecycle/JobKeys.hpp"
 #include "optim/OptimSchema.hpp"
+#include "rh/cpp/torch_compat.hpp"
 
 namespace rh::lifecycle {
 namespace {
@@ -14,8 +17,8 @@ namespace {
 // right and be wrong.
 void check_traits(const host::StrategyInstance& strategy) {
   const rh_StrategyTraits t = strategy.traits();
-  const rh_StrategyVtable& vt = strategy.vtable();
-  const bool unit_params = vt.UnitParams != nullptr;
+  const bool unit_params = strategy.has_unit_params();
+  const bool optimizer_params = strategy.has_optimizer_params();
   if (t.load_phase == RH_LOAD_AFTER_WRAP && !unit_params)
     throw host::HostError(
         RH_ERROR_UNIMPLEMENTED,
@@ -28,12 +31,12 @@ void check_traits(const host::StrategyInstance& strategy) {
   // cannot tell a model that is whole from one that is sharded, and a
   // strategy whose ranks hold it whole implements UnitParams in a few lines
   // (GATHER and RELEASE do nothing, ADOPT keeps the values: docs/plugins.md).
-  if (t.sharded_checkpoint != 0 && (!unit_params || vt.OptimizerParams == nullptr)) {
-    const bool both = !unit_params && vt.OptimizerParams == nullptr;
-    std::string missing = vt.OptimizerParams == nullptr ? "OptimizerParams" : "";
+  if (t.sharded_checkpoint != 0 && (!unit_params || !optimizer_params)) {
+    const bool both = !unit_params && !optimizer_params;
+    std::string missing = !optimizer_params ? "OptimizerParams" : "";
     if (!unit_params) missing += std::string(missing.empty() ? "" : " and ") + "UnitParams";
     std::string why;
-    if (vt.OptimizerParams == nullptr) why = "the host saves the shards OptimizerParams gives";
+    if (!optimizer_params) why = "the host saves the shards OptimizerParams gives";
     if (!unit_params)
       why += std::string(why.empty() ? "" : " and ") +
              "gathers the model for rank 0 through UnitParams (it cannot tell a model every "
@@ -85,7 +88,18 @@ void check_precision(const host::StrategyInstance& strategy, const config::Node&
   const std::optional<optim::AmpSettings> amp = optim::read_amp_settings(*optim_wrapper);
   if (!amp) return;
   const rh_StringView keys = strategy.traits().precision_keys;
-  if (keys.data == nullptr || keys.size == 0) return;
+  if (keys.data == nullptr || keys.size == 0) {
+    // A strategy of ABI 1.7 or older cannot declare precision_keys; one
+    // that casts the inputs itself (input_dtype) owns precision.
+    const DLDataType cast = strategy.traits().input_dtype;
+    if (cast.code != 0 || cast.bits != 0)
+      throw config::ConfigError(amp->type_location, amp->type_path,
+                                "AmpOptimWrapper cannot run beside " + strategy.what() +
+                                    ", which casts the inputs to a precision of its own "
+                                    "(input_dtype trait): use its mixed precision with type: "
+                                    "OptimWrapper");
+    return;
+  }
   std::string quoted;  // "a: x, b: y" -> "strategy.a: x, strategy.b: y"
   const std::string text(keys.data, keys.size);
   for (size_t pos = 0; pos < text.size();) {
@@ -102,13 +116,45 @@ void check_precision(const host::StrategyInstance& strategy, const config::Node&
           "AmpOptimWrapper and turn the strategy's off");
 }
 
+// Clipping by the norm needs every rank's share of it (ReduceGradNorm): a
+// strategy that hands the optimizer its own tensors (OptimizerParams)
+// without it is refused rather than clipped by this rank's share.
+void check_clip_grad(const host::StrategyInstance& strategy, const config::Node& job) {
+  const config::Node* clip = find_key(job, "optim_wrapper.clip_grad");
+  if (clip == nullptr || clip->is_null() || !strategy.has_optimizer_params() ||
+      strategy.has_reduce_grad_norm())
+    return;
+  throw config::ConfigError(
+      clip->location(), clip->path(),
+      strategy.what() +
+          " hands the optimizer its own tensors (OptimizerParams) and has no ReduceGradNorm "
+          "(ABI 1.3): clip_grad needs the gradient norm over every rank's shards");
+}
+
 }  // namespace
+
+void check_amp_on_cpu(const config::Node& job, bool on_cpu) {
+  const config::Node* optim_wrapper = job.find("optim_wrapper");
+  if (!on_cpu || optim_wrapper == nullptr) return;
+  const std::optional<optim::AmpSettings> amp = optim::read_amp_settings(*optim_wrapper);
+  // On the CPU, AmpOptimWrapper autocasts to bfloat16 unless dtype says float16.
+  if (!amp || amp->dtype != optim::AmpDtype::Float16 || compat::cpu_autocast_supports(at::kHalf))
+    return;
+  throw config::ConfigError(amp->dtype_location, amp->dtype_path,
+                            std::string("AmpOptimWrapper in float16 on the CPU: LibTorch ") +
+                                TORCH_VERSION +
+                                " has no float16 autocast (or matrix multiply) on the CPU; use "
+                                "dtype: bfloat16, or train on a GPU");
+}
 
 JobComponents create_components(host::ComponentFactory& factory, const config::Node& job) {
   JobComponents c;
   c.strategy = factory.create_strategy(*job.find("strategy"));
   check_traits(*c.strategy);
   check_precision(*c.strategy, job);
+  check_clip_grad(*c.strategy, job);
+  // A LibTorch without CUDA runs on the CPU whatever the strategy picks.
+  check_amp_on_cpu(job, !torch::cuda::is_available());
   if (const config::Node* hooks = job.find("hooks"))
     for (const auto& h : hooks->seq_items()) c.hooks.push_back(factory.create_hook(*h));
   c.checkpoint_io = factory.create_checkpoint_io(*job.find("checkpoint_io"));

@@ -19,6 +19,17 @@ struct JobComponents {
   std::unique_ptr<host::CheckpointIoInstance> checkpoint_io;
 };
 
+// AmpOptimWrapper's float16 on the CPU, where LibTorch has no CPU float16
+// autocast (before 2.4): a ConfigError at optim_wrapper.dtype. Step 1 asks
+// it of a LibTorch without CUDA, the lifecycle of the device the strategy
+// chose.
+void check_amp_on_cpu(const config::Node& job, bool on_cpu);
+
+// Step 1: creates the strategy, the hooks and the checkpoint IO, and checks
+// what the job asks of them (traits honoured, AmpOptimWrapper beside the
+// strategy's own precision, clip_grad's ReduceGradNorm, float16 on a
+// CPU-only LibTorch): before anything is created or launched, and by
+// --dry-run.
 // `job` must contain `strategy` and `checkpoint_io` (see apply_job_defaults).
 JobComponents create_components(host::ComponentFactory& factory, const config::Node& job);
 

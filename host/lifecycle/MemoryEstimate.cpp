@@ -6,9 +6,9 @@
 
 #include <ostream>
 
-#include "abi/ComponentFactory.hpp"
+#include "abi/ComponentInstances.hpp"
 #include "config/ConfigNode.hpp"
-#include "lifecycle/JobKeys.hpp"
+#include "job/JobSettings.hpp"
 #include "lifecycle/ModelAccess.hpp"
 #include "model/ActivationEstimate.hpp"
 #include "model/Model.hpp"
@@ -20,10 +20,9 @@ namespace {
 // State tensors the host's optimizer keeps per element of what it steps
 // (host/optim/OptimWrapper.cpp): SGD a momentum buffer when momentum is not
 // 0; Adam and AdamW exp_avg and exp_avg_sq, and max_exp_avg_sq with amsgrad.
-int optimizer_states(const config::Node& job, std::string& type) {
-  type = job_value<std::string>(job, "optim_wrapper.optimizer.type", "SGD");
-  if (type == "SGD") return job_value<double>(job, "optim_wrapper.optimizer.momentum", 0) != 0;
-  return 2 + (job_value<bool>(job, "optim_wrapper.optimizer.amsgrad", false) ? 1 : 0);
+int optimizer_states(const config::OptimCfg& optim) {
+  if (optim.optimizer_type == "SGD") return optim.momentum != 0;
+  return 2 + (optim.amsgrad ? 1 : 0);
 }
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -40,13 +39,14 @@ bool same_figures(const RankMemory& a, const RankMemory& b) {
 MemoryEstimate::Activations estimate_activations(const config::Node& job,
                                                  const host::StrategyInstance& strategy) {
   MemoryEstimate::Activations out;
-  if (job_value<std::string>(job, "optim_wrapper.type", "OptimWrapper") == "AmpOptimWrapper") {
+  const config::JobSettings settings = config::read_settings(job);
+  if (settings.optim.wrapper_type == "AmpOptimWrapper") {
     out.not_estimated = "AmpOptimWrapper's autocast computes each op in its own dtype";
     return out;
   }
   model::ActivationShape shape;
-  shape.batch = job_value<int64_t>(job, "data.train.batch_size", 1);
-  shape.seq_len = job_value<int64_t>(job, "data.train.dataset.block_size", 0);
+  shape.batch = settings.sizes.train_batch_size;
+  shape.seq_len = settings.sizes.train_block_size;
   const DLDataType dtype = strategy.traits().input_dtype;
   if (dtype.bits != 0) shape.element_size = dtype.bits / 8;
   shape.fused_attention = model::default_attention_kernel() == model::AttentionKernel::kFused;
@@ -82,7 +82,9 @@ MemoryEstimate estimate_memory(const config::Node& job, const std::filesystem::p
                                const MemoryEstimateOptions& opts) {
   MemoryEstimate est;
   est.strategy = strategy.type();
-  est.optimizer_states = optimizer_states(job, est.optimizer);
+  const config::JobSettings settings = config::read_settings(job);
+  est.optimizer = settings.optim.optimizer_type;
+  est.optimizer_states = optimizer_states(settings.optim);
 
   // The model on the meta device: sizes, units, frozen; no storage.
   const std::unique_ptr<model::Model> model =
@@ -107,8 +109,7 @@ MemoryEstimate estimate_memory(const config::Node& job, const std::filesystem::p
   }
 
   est.activations = estimate_activations(job, strategy);
-  const rh_StrategyVtable& vt = strategy.vtable();
-  if (vt.EstimateMemory == nullptr) return est;
+  if (!strategy.has_estimate_memory()) return est;
   est.strategy_estimates = true;
   rh_MemoryEstimateArgs args{};
   args.struct_size = RH_MEMORY_ESTIMATE_ARGS_STRUCT_SIZE;
@@ -117,7 +118,7 @@ MemoryEstimate estimate_memory(const config::Node& job, const std::filesystem::p
   args.num_units = static_cast<int32_t>(units.size());
   args.world_size = opts.world_size;
   args.local_world_size = opts.local_world_size;
-  args.accumulation = job_value<int32_t>(job, "optim_wrapper.accumulative_counts", 1);
+  args.accumulation = settings.optim.accumulative_counts;
   for (const model::NamedTensor& b : model->named_buffers())
     args.buffer_bytes += static_cast<uint64_t>(b.tensor.numel()) * b.tensor.element_size();
   for (int rank = 0; rank < opts.world_size; ++rank) {
@@ -125,7 +126,7 @@ MemoryEstimate estimate_memory(const config::Node& job, const std::filesystem::p
     rh_MemoryEstimate out{};
     out.struct_size = RH_MEMORY_ESTIMATE_STRUCT_SIZE;
     out.optimizer_element_size = 4;
-    strategy.check("EstimateMemory", vt.EstimateMemory(strategy.handle(), &args, &out));
+    strategy.estimate_memory(args, out);
     RankMemory r;
     r.rank = rank;
     r.params = out.param_bytes;

@@ -9,9 +9,10 @@
 #include <set>
 #include <sstream>
 
-#include "abi/ComponentFactory.hpp"
+#include "abi/ComponentInstances.hpp"
 #include "abi/HostError.hpp"
 #include "config/ConfigNode.hpp"
+#include "job/JobSettings.hpp"
 #include "lifecycle/JobKeys.hpp"
 #include "model/Model.hpp"
 #include "optim/OptimSchema.hpp"
@@ -55,8 +56,7 @@ std::vector<optim::OptimParam> trainable_params(model::Model& model) {
 // blocks is refused by OptimWrapper, naming the parameter.
 void set_layer_depths(const config::Node& job, model::Model& model,
                       std::vector<optim::OptimParam>& params) {
-  if (job_value<std::string>(job, "optim_wrapper.constructor", "") !=
-      "LearningRateDecayOptimWrapperConstructor")
+  if (config::read_settings(job).optim.constructor != "LearningRateDecayOptimWrapperConstructor")
     return;
   std::vector<std::string> names;
   for (const auto& p : model.named_parameters()) names.push_back(p.name);
@@ -72,8 +72,8 @@ void set_layer_depths(const config::Node& job, model::Model& model,
 
 void print_param_groups(const config::Node& job, const std::filesystem::path& job_dir,
                         std::ostream& out) {
-  auto model =
-      model::build_model(*job.find("model"), job_value<uint64_t>(job, "seed", 0), job_dir.string());
+  auto model = model::build_model(*job.find("model"), config::read_settings(job).seed.seed,
+                                  job_dir.string());
   std::vector<optim::OptimParam> params = trainable_params(*model);
   set_layer_depths(job, *model, params);
   std::map<std::string, int64_t> layer;
@@ -141,18 +141,8 @@ StrategyOptimizerParams strategy_optimizer_params(const config::Node& job,
     });
   };
   rh_OptimParamSink sink{RH_OPTIM_PARAM_SINK_STRUCT_SIZE, &collected, add};
-  strategy.check("OptimizerParams", strategy.vtable().OptimizerParams(strategy.handle(), &sink));
-  // Clipping by the norm needs every rank's share of it (ReduceGradNorm):
-  // without it, refused rather than clipped by this rank's share.
-  const config::Node* clip = find_key(job, "optim_wrapper.clip_grad");
-  const auto& vt = strategy.vtable();
-  const bool reduces_norm = vt.ReduceGradNorm != nullptr;
-  if (clip != nullptr && !clip->is_null() && !reduces_norm)
-    throw config::ConfigError(
-        clip->location(), clip->path(),
-        strategy.what() +
-            " hands the optimizer its own tensors (OptimizerParams) and has no ReduceGradNorm "
-            "(ABI 1.3): clip_grad needs the gradient norm over every rank's shards");
+  strategy.optimizer_params(sink);
+  // clip_grad without ReduceGradNorm was refused at step 1 (JobComponents).
   // paramwise_cfg matches a strategy's tensor by its parameter: the name
   // (custom_keys, bias, norm) and the whole parameter's shape (1-D for
   // flat_decay_mult), not the shard's own flat shape; they are trainable

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "abi/ComponentFactory.hpp"
+#include "abi/ComponentInstances.hpp"
 #include "abi/HostError.hpp"
 #include "abi/StateDict.hpp"
 #include "checkpoint/BackgroundSave.hpp"
@@ -103,10 +103,7 @@ std::vector<std::vector<model::NamedTensor>> params_by_unit(model::Model& model)
 
 using namespace ckpt;  // RunCheckpointsParts.hpp
 
-bool RunCheckpoints::through_strategy() const {
-  const auto& vt = strategy_.vtable();
-  return vt.UnitParams != nullptr;
-}
+bool RunCheckpoints::through_strategy() const { return strategy_.has_unit_params(); }
 
 // Calls fn(params) for every unit's parameters between UnitParams(first)
 // and UnitParams(then), every rank in the same order: one unit whole at a
@@ -114,29 +111,29 @@ bool RunCheckpoints::through_strategy() const {
 void RunCheckpoints::each_unit(model::Model& model, rh_UnitParamsOp first, rh_UnitParamsOp then,
                                const std::function<void(std::vector<model::NamedTensor>&)>& fn) {
   auto groups = params_by_unit(model);
-  const auto& vt = strategy_.vtable();
   for (size_t g = 0; g < groups.size(); ++g) {
     const bool tied = g + 1 == groups.size();
     if (tied && groups[g].empty()) break;
     const int32_t unit = tied ? -1 : static_cast<int32_t>(g);
-    strategy_.check("UnitParams", vt.UnitParams(strategy_.handle(), unit, first));
+    strategy_.unit_params(unit, first);
     fn(groups[g]);
-    strategy_.check("UnitParams", vt.UnitParams(strategy_.handle(), unit, then));
+    strategy_.unit_params(unit, then);
   }
 }
 
-RunCheckpoints::RunCheckpoints(const config::Node& job, const RunnerOptions& opt,
-                               checkpoint::CheckpointStore& store, World& world,
-                               HookDispatcher& hooks, host::StrategyInstance& strategy,
-                               std::string checkpoint_io_type)
+RunCheckpoints::RunCheckpoints(const config::Node& job, const config::JobSettings& settings,
+                               const RunnerOptions& opt, checkpoint::CheckpointStore& store,
+                               World& world, HookDispatcher& hooks,
+                               host::StrategyInstance& strategy, std::string checkpoint_io_type)
     : job_(job),
+      settings_(settings),
       opt_(opt),
       store_(store),
       world_(world),
       hooks_(hooks),
       strategy_(strategy),
       checkpoint_io_type_(std::move(checkpoint_io_type)),
-      timeout_s_(job_value<double>(job, "dist.timeout_s", 300.0)) {}
+      timeout_s_(settings.dist.timeout_s) {}
 
 RunCheckpoints::~RunCheckpoints() = default;
 

@@ -23,6 +23,7 @@
 #include "checkpoint/CheckpointIndex.hpp"
 #include "checkpoint/CheckpointMeta.hpp"
 #include "checkpoint/TensorDict.hpp"
+#include "job/JobSettings.hpp"
 #include "lifecycle/Runner.hpp"
 #include "model/Model.hpp"
 #include "rh/rh_strategy.h"
@@ -75,9 +76,10 @@ struct DataPosition {
 
 class RunCheckpoints {
  public:
-  RunCheckpoints(const config::Node& job, const RunnerOptions& opt,
-                 checkpoint::CheckpointStore& store, World& world, HookDispatcher& hooks,
-                 host::StrategyInstance& strategy, std::string checkpoint_io_type);
+  RunCheckpoints(const config::Node& job, const config::JobSettings& settings,
+                 const RunnerOptions& opt, checkpoint::CheckpointStore& store, World& world,
+                 HookDispatcher& hooks, host::StrategyInstance& strategy,
+                 std::string checkpoint_io_type);
   // A save still in the background is abandoned (its directory removed) once
   // the plugin's queued writes end; nothing published changes.
   ~RunCheckpoints();
@@ -145,8 +147,15 @@ class RunCheckpoints {
 
  private:
   std::optional<std::filesystem::path> choose_resume();  // rank 0
-  // The loss scaler's state from state.safetensors (resume()).
+  // resume()'s four jobs: the optimizer state resharded to this run's
+  // parameters (and a sharding strategy's fp32 masters); the loop counters
+  // with the data position in this run's batching; the loss scaler; this
+  // rank's generators (its row of the saved world's).
+  void resume_optimizer(const std::filesystem::path& dir, const checkpoint::CheckpointMeta& meta,
+                        optim::OptimWrapper& optim);
+  RunProgress resume_progress(const checkpoint::LoopState& loop, const DataPosition& data);
   void resume_grad_scaler(const rh_StateDict& state_dict, const std::filesystem::path& dir);
+  void resume_generators(const rh_StateDict& state_dict, int64_t saved_world, c10::Device device);
   bool through_strategy() const;  // the strategy has UnitParams
   void each_unit(model::Model& model, rh_UnitParamsOp first, rh_UnitParamsOp then,
                  const std::function<void(std::vector<model::NamedTensor>&)>& fn);
@@ -184,6 +193,7 @@ class RunCheckpoints {
   double publish(const std::string& name, SaveSet& set, checkpoint::CheckpointMeta meta);
 
   const config::Node& job_;
+  const config::JobSettings& settings_;  // the Runner's, read once
   const RunnerOptions& opt_;
   checkpoint::CheckpointStore& store_;
   World& world_;

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "abi/ComponentFactory.hpp"
+#include "abi/ComponentInstances.hpp"
 #include "abi/HostError.hpp"
 #include "abi/StateDict.hpp"
 #include "checkpoint/BackgroundSave.hpp"
@@ -60,7 +60,7 @@ void RunCheckpoints::load_weights(model::Model& model, const std::optional<fs::p
           p.tensor.scalar_type() == at::kFloat)
         from_masters.insert(p.name);
     }
-    const bool convert = job_value<std::string>(job_, "resume_dtype", "exact") == "convert";
+    const bool convert = settings_.resume_dtype == config::ResumeDtype::Convert;
     load_rule_ = convert ? checkpoint::DtypeRule::kAny : checkpoint::DtypeRule::kNarrow;
     checkpoint::LoadReport report;
     try {
@@ -279,10 +279,22 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
   store_.load(dir, "state", state_dict);
   const checkpoint::LoopState loop = checkpoint::parse_loop_state(
       checkpoint::get_text(state_dict, "loop"), (dir / "state").string() + " (its \"loop\" entry)");
-  const int64_t world_size = world_.size();
-  const int64_t saved_world = loop.world_size;
-  const std::string what = "checkpoint " + dir.string();
+  resume_optimizer(dir, meta, optim);
+  RunProgress p = resume_progress(loop, data);
+  resume_grad_scaler(state_dict, dir);
+  if (loop.world_size != world_.size() && world_.rank() == 0)
+    spdlog::info(
+        "resume: {} was written by {} rank(s) with strategy {}; resharded to {} rank(s) "
+        "with {}",
+        dir.string(), loop.world_size, meta.strategy, world_.size(), strategy_.what());
+  resume_generators(state_dict, loop.world_size, device);
+  return p;
+}
 
+// The optimizer's state, resharded to this run's parameters (resume(), job 1).
+void RunCheckpoints::resume_optimizer(const fs::path& dir, const checkpoint::CheckpointMeta& meta,
+                                      optim::OptimWrapper& optim) {
+  const std::string what = "checkpoint " + dir.string();
   // The optimizer's state, resharded: each of this rank's parameters (or
   // shards of them) takes its range of every logical "optim.<param>.<field>"
   // (a state of another size, the step, whole), and its fp32 master values
@@ -378,12 +390,16 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
       if (value.scalar_type() == p->param.scalar_type()) p->param.copy_(value);
     }
   }
+}
 
+// The loop counters, with the data position in this run's batching
+// (resume(), job 2).
+RunProgress RunCheckpoints::resume_progress(const checkpoint::LoopState& loop,
+                                            const DataPosition& data) {
   RunProgress p;
   p.epochs_done = loop.epochs_done;
   p.iters_done = loop.iters_done;
   p.skipped_steps = loop.skipped_steps;
-  resume_grad_scaler(state_dict, dir);
   p.global_batch = data.global_batch;
   // The data position in samples of the epoch's global order: the same
   // samples come next whatever the world size and per-rank batch.
@@ -413,11 +429,13 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
           "epoch)",
           samples, p.epochs_done, saved_batch, data.global_batch, samples, left);
   }
-  if (saved_world != world_size && world_.rank() == 0)
-    spdlog::info(
-        "resume: {} was written by {} rank(s) with strategy {}; resharded to {} rank(s) "
-        "with {}",
-        dir.string(), saved_world, meta.strategy, world_size, strategy_.what());
+  return p;
+}
+
+// This rank's generators (resume(), job 3).
+void RunCheckpoints::resume_generators(const rh_StateDict& state_dict, int64_t saved_world,
+                                       c10::Device device) {
+  const int64_t world_size = world_.size();
   // This rank's row of the generators' states. Another world size: rank r
   // takes row r where there is one; the others keep their seeded generator.
   auto row = [&](const char* key) -> std::optional<at::Tensor> {
@@ -443,7 +461,6 @@ RunProgress RunCheckpoints::resume(const fs::path& dir, optim::OptimWrapper& opt
       cuda_rng.set_state(*state);
     }
   }
-  return p;
 }
 
 void RunCheckpoints::resume_grad_scaler(const rh_StateDict& state_dict, const fs::path& dir) {
@@ -481,8 +498,7 @@ void RunCheckpoints::resume_grad_scaler(const rh_StateDict& state_dict, const fs
 
 void RunCheckpoints::finish_resume(const fs::path& dir) {
   hooks_.after_load(resumed_state_, dir.string());
-  const auto& vt = strategy_.vtable();
-  if (vt.StateImport) {
+  if (strategy_.has_state_import()) {
     rh_StateDict own;
     if (resumed_strategy_ == strategy_.type()) {
       for (const auto& [key, e] : resumed_state_.entries)
@@ -491,7 +507,7 @@ void RunCheckpoints::finish_resume(const fs::path& dir) {
       spdlog::info("resume: {} was written by strategy '{}'; {} starts its own state afresh",
                    dir.string(), resumed_strategy_, strategy_.what());
     }
-    strategy_.check("StateImport", vt.StateImport(strategy_.handle(), &own));
+    strategy_.state_import(own);
   }
   resumed_state_ = rh_StateDict{};
 }

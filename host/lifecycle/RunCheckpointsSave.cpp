@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "abi/ComponentFactory.hpp"
+#include "abi/ComponentInstances.hpp"
 #include "abi/HostError.hpp"
 #include "abi/StateDict.hpp"
 #include "checkpoint/BackgroundSave.hpp"
@@ -211,12 +211,9 @@ void RunCheckpoints::collect_state(SaveSet& set, const RunProgress& progress, c1
         world_.gather_rows(at::globalContext().defaultGenerator(device).get_state());
     if (set.writer) checkpoint::put_tensor(set.state, "rng.cuda", cuda_rng);
   }
-  const auto& vt = strategy_.vtable();
-  if (vt.StateExport) {
-    rh_StateDict own;
-    strategy_.check("StateExport", vt.StateExport(strategy_.handle(), &own));
-    for (auto& [key, e] : own.entries) set.state.entries["strategy." + key] = std::move(e);
-  }
+  rh_StateDict own;  // stays empty without StateExport
+  strategy_.state_export(own);
+  for (auto& [key, e] : own.entries) set.state.entries["strategy." + key] = std::move(e);
   hooks_.before_save(set.state, dir.string());
   if (set.writer)
     for (const auto& [key, e] : set.state.entries)

@@ -26,6 +26,7 @@
 #include "config/ConfigNode.hpp"
 #include "data/BatchPreprocessor.hpp"
 #include "data/DataLoader.hpp"
+#include "job/JobSettings.hpp"
 #include "launch/StopSignal.hpp"
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/ElasticBatch.hpp"
@@ -58,34 +59,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// train_cfg, with MMEngine's defaults.
-struct TrainConfig {
-  bool by_epoch = true;
-  int64_t max_epochs = 0;
-  int64_t max_iters = 0;
-  int64_t val_interval = 1;
-  int64_t val_begin = 1;
-};
-
-TrainConfig read_train_cfg(const config::Node& job) {
-  TrainConfig t;
-  const config::Node* cfg = job.find("train_cfg");
-  if (cfg == nullptr)
-    throw config::ConfigError(job.location(), "",
-                              "train mode needs train_cfg (max_epochs or max_iters)");
-  t.max_epochs = job_value<int64_t>(job, "train_cfg.max_epochs", 0);
-  t.max_iters = job_value<int64_t>(job, "train_cfg.max_iters", 0);
-  t.by_epoch = job_value<bool>(job, "train_cfg.by_epoch", t.max_epochs > 0);
-  t.val_interval = job_value<int64_t>(job, "train_cfg.val_interval", t.by_epoch ? 1 : 1000);
-  t.val_begin = job_value<int64_t>(job, "train_cfg.val_begin", 1);
-  if (t.by_epoch && t.max_epochs <= 0)
-    throw config::ConfigError(cfg->location(), cfg->path(), "by_epoch training needs max_epochs");
-  if (!t.by_epoch && t.max_iters <= 0)
-    throw config::ConfigError(cfg->location(), cfg->path(),
-                              "iteration-based training needs max_iters");
-  return t;
-}
-
 }  // namespace
 
 struct Runner::State {
@@ -95,6 +68,7 @@ struct Runner::State {
         opt(std::move(opt_)),
         services(services_),
         c(std::move(c_)),
+        settings(config::read_settings(job_)),
         hooks(services_, std::move(c.hooks)),
         store(opt.work_dir, *c.checkpoint_io) {}
 
@@ -102,6 +76,7 @@ struct Runner::State {
   RunnerOptions opt;
   host::HostServices& services;
   JobComponents c;
+  config::JobSettings settings;  // the host's own keys, read once
   HookDispatcher hooks;
   checkpoint::CheckpointStore store;
 
@@ -125,7 +100,8 @@ struct Runner::State {
   // With OptimizerParams: each optimizer tensor's gradient, in the strategy's
   // memory (bound as the tensor's grad before every step).
   std::vector<at::Tensor> strategy_grads;
-  TrainConfig train_cfg;
+  // train_cfg: its rules between keys were checked at step 0 (config::check_run).
+  const config::TrainCfg& train_cfg = settings.train;
   RunProgress progress;  // what has been done: what a checkpoint records
   // Each train batch is cut into this many for forward and backward (an
   // elastic restart keeping the global batch by accumulation).
@@ -158,7 +134,6 @@ struct Runner::State {
   // ---- The lifecycle --------------------------------------------------------
 
   void train() {
-    train_cfg = read_train_cfg(job);
     // 2. Environment: the world of ranks; the strategy picks the device; seeds.
     setup_env();
     // 3. Model, initialised from the seed (the same weights on every rank).
@@ -227,10 +202,7 @@ struct Runner::State {
 
   // val / test without train: no optimizer; weights from load_from or resume.
   void evaluate_only(RunMode mode) {
-    const char* split = mode == RunMode::Val ? "val" : "test";
-    if (!job.find("data") || !job.find("data")->find(split))
-      throw config::ConfigError(job.location(), "data",
-                                std::string("--mode ") + split + " needs data." + split);
+    const char* split = mode == RunMode::Val ? "val" : "test";  // data.<split>: config::check_run
     setup_env();
     build_model();
     auto& loader = mode == RunMode::Val ? val_loader : test_loader;
@@ -269,8 +241,7 @@ struct Runner::State {
     const int64_t batches = static_cast<int64_t>(train_loader->batches_per_epoch());
     launch::StopSignalScope accept_stop_signals;  // SIGTERM/SIGUSR1: stop at a boundary
     IterationMetrics iteration_metrics;           // throughput, current RSS, CUDA memory
-    const auto& vt = c.strategy->vtable();
-    const bool counts_skips = amp.has_value() || vt.ShouldStep != nullptr;
+    const bool counts_skips = amp.has_value() || c.strategy->has_should_step();
     while (!train_done()) {
       if (train_cfg.by_epoch) hooks.fire(RH_EVENT_BEFORE_TRAIN_EPOCH);
       if (p.sample_shift != 0)  // resumed at a sample this global batch does not divide
@@ -469,21 +440,21 @@ struct Runner::State {
   // ---- Setup steps ----------------------------------------------------------
 
   void setup_env() {
-    world = std::make_unique<World>(job, services, c.strategy->traits().needs_comm != 0);
-    checkpoints = std::make_unique<RunCheckpoints>(job, opt, store, *world, hooks, *c.strategy,
-                                                   c.checkpoint_io->type());
+    world =
+        std::make_unique<World>(job, settings.dist, services, c.strategy->traits().needs_comm != 0);
+    checkpoints = std::make_unique<RunCheckpoints>(job, settings, opt, store, *world, hooks,
+                                                   *c.strategy, c.checkpoint_io->type());
     // Ranks sharing a node share its cores (OMP_NUM_THREADS wins when set).
     host::set_torch_threads(launch::default_intra_op_threads());
-    seed = job_value<uint64_t>(job, "seed", 0);
-    if (job_value<bool>(job, "diff_rank_seed", false)) seed += static_cast<uint64_t>(world->rank());
-    if (job_value<bool>(job, "deterministic", false))
-      at::globalContext().setDeterministicAlgorithms(true, false);
+    seed = settings.seed.seed;
+    if (settings.seed.diff_rank_seed) seed += static_cast<uint64_t>(world->rank());
+    if (settings.seed.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
     torch::manual_seed(seed);
     rh_SetupEnvArgs args{RH_SETUP_ENV_ARGS_STRUCT_SIZE, world->strategy_handle(),
                          world->local_rank(),           seed,
                          DLDevice{kDLCPU, 0},           world->rank_device(),
                          world->local_world_size(),     world->node_rank()};
-    c.strategy->check("SetupEnv", c.strategy->vtable().SetupEnv(c.strategy->handle(), &args));
+    c.strategy->setup_env(args);
     services.set_device(args.device);
     device = args.device.device_type == kDLCUDA
                  ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(args.device.device_id))
@@ -495,24 +466,21 @@ struct Runner::State {
   void build_model() {
     // From the job's seed, not the rank's: every rank builds the same weights
     // (and then takes rank 0's anyway).
-    model = model::build_model(*job.find("model"), job_value<uint64_t>(job, "seed", 0),
-                               opt.job_dir.string());
+    model = model::build_model(*job.find("model"), settings.seed.seed, opt.job_dir.string());
     model->to(device);
     world->sync_initial_weights(*model);
     if (const config::Node* ac = job.find("activation_checkpoint"))
       model::apply_activation_checkpoint(*model, *ac);
-    preprocessor =
-        data::BatchPreprocessor::from_job(job, job_value<int64_t>(job, "model.num_classes", 0),
-                                          job_value<uint64_t>(job, "seed", 0), world->rank());
+    preprocessor = data::BatchPreprocessor::from_job(job, settings.sizes.num_classes,
+                                                     settings.seed.seed, world->rank());
     loss_fn = model::ClassifierLoss::from_job(job);
   }
 
   void wrap_model() {
     model_access = std::make_unique<ModelAccess>(*model);
-    const auto& vt = c.strategy->vtable();
-    if (vt.Wrap == nullptr) return;
+    if (!c.strategy->has_wrap()) return;
     rh_WrapArgs args{RH_WRAP_ARGS_STRUCT_SIZE, model_access->handle(), model_access->api()};
-    c.strategy->check("Wrap", vt.Wrap(c.strategy->handle(), &args));
+    c.strategy->wrap(args);
   }
 
   std::unique_ptr<data::DataLoader> make_loader(const std::string& split) {
@@ -523,13 +491,13 @@ struct Runner::State {
     // same permutation, or ranks would share and miss samples.
     // data.val / data.test shuffle as written (MMEngine's val dataloader
     // may shuffle too); the metrics are sums over the split either way.
-    data::LoaderOptions o = data::loader_options(*cfg, job_value<uint64_t>(job, "seed", 0));
+    data::LoaderOptions o = data::loader_options(*cfg, settings.seed.seed);
     o.pin_memory = o.pin_memory && device.is_cuda();  // PyTorch too ignores it without a GPU
     if (split == "train") {
       // After an elastic restart on fewer ranks: the first world's global
       // batch, kept as dist.keep_global_batch says (ElasticBatch.hpp).
-      const ElasticBatch eb =
-          elastic_batch(job, o.batch_size, world->env().elastic_base_world_size, world->size());
+      const ElasticBatch eb = elastic_batch(settings.dist, o.batch_size,
+                                            world->env().elastic_base_world_size, world->size());
       o.batch_size = eb.batch_size;
       micro_batches = eb.micro_batches;
       if (!eb.log.empty() && world->rank() == 0) spdlog::info("{}", eb.log);
@@ -539,7 +507,7 @@ struct Runner::State {
 
   void build_optimizer() {
     std::vector<optim::OptimParam> params;
-    if (c.strategy->vtable().OptimizerParams != nullptr) {
+    if (c.strategy->has_optimizer_params()) {
       params = strategy_optimizer_params();
     } else {
       params = trainable_params(*model);
@@ -555,40 +523,28 @@ struct Runner::State {
   // AmpOptimWrapper (MMEngine's keys): the autocast dtype for this device
   // (float16 on a GPU, bfloat16 on the CPU unless written) and the scaler.
   // Refused where it cannot work: float16 on the CPU without a CPU float16
-  // autocast (LibTorch before 2.4).
+  // autocast (LibTorch before 2.4; JobComponents.hpp).
   void build_mixed_precision() {
-    const std::optional<optim::AmpSettings> settings =
+    const std::optional<optim::AmpSettings> amp_cfg =
         optim::read_amp_settings(*job.find("optim_wrapper"));
-    if (!settings) return;
+    if (!amp_cfg) return;
     at::ScalarType dtype = device.is_cuda() ? at::kHalf : at::kBFloat16;
-    if (settings->dtype != optim::AmpDtype::Default)
-      dtype = settings->dtype == optim::AmpDtype::BFloat16 ? at::kBFloat16 : at::kHalf;
-    // A strategy of ABI 1.7 or older cannot declare precision_keys; one
-    // that casts the inputs itself (input_dtype) owns precision.
-    const DLDataType cast = c.strategy->traits().input_dtype;
-    if (cast.code != 0 || cast.bits != 0)
-      throw config::ConfigError(settings->type_location, settings->type_path,
-                                "AmpOptimWrapper cannot run beside " + c.strategy->what() +
-                                    ", which casts the inputs to a precision of its own "
-                                    "(input_dtype trait): use its mixed precision with type: "
-                                    "OptimWrapper");
-    if (device.is_cpu() && !compat::cpu_autocast_supports(dtype))
-      throw config::ConfigError(settings->dtype_location, settings->dtype_path,
-                                std::string("AmpOptimWrapper in float16 on the CPU: LibTorch ") +
-                                    TORCH_VERSION +
-                                    " has no float16 autocast (or matrix multiply) on the CPU; "
-                                    "use dtype: bfloat16, or train on a GPU");
+    if (amp_cfg->dtype != optim::AmpDtype::Default)
+      dtype = amp_cfg->dtype == optim::AmpDtype::BFloat16 ? at::kBFloat16 : at::kHalf;
+    // Beside a strategy's own precision: refused at step 1 (JobComponents).
+    // A CUDA LibTorch whose strategy chose the CPU meets this here.
+    check_amp_on_cpu(job, device.is_cpu());
     try {
-      grad_scaler = std::make_unique<optim::GradScaler>(settings->scaler);
+      grad_scaler = std::make_unique<optim::GradScaler>(amp_cfg->scaler);
     } catch (const std::invalid_argument& e) {
-      throw config::ConfigError(settings->type_location, settings->type_path,
+      throw config::ConfigError(amp_cfg->type_location, amp_cfg->type_path,
                                 std::string("AmpOptimWrapper: ") + e.what());
     }
     amp = MixedPrecision{dtype, grad_scaler.get()};
     checkpoints->set_grad_scaler(grad_scaler.get());
     spdlog::info("AmpOptimWrapper: autocast in {} on {}, loss scale {} ({})",
                  dtype == at::kHalf ? "float16" : "bfloat16", device.str(), grad_scaler->scale(),
-                 settings->scaler.dynamic ? "dynamic" : "static");
+                 amp_cfg->scaler.dynamic ? "dynamic" : "static");
     // bfloat16 on a CPU whose LibTorch computes it slower than float32:
     // rank 0 measures it and says so, with the factor (rh/cpp/torch_bf16_speed.hpp).
     if (device.is_cpu() && dtype == at::kBFloat16 && world->rank() == 0) {
@@ -605,11 +561,8 @@ struct Runner::State {
   }
 
   void auto_scale_lr() {
-    if (!job_value<bool>(job, "auto_scale_lr.enable", false)) return;
-    const int64_t base = job_value<int64_t>(job, "auto_scale_lr.base_batch_size", 0);
-    const config::Node* cfg = find_key(job, "auto_scale_lr");
-    if (base <= 0)
-      throw config::ConfigError(cfg->location(), cfg->path(), "enable: true needs base_batch_size");
+    if (!settings.auto_scale_lr.enable) return;
+    const int64_t base = settings.auto_scale_lr.base_batch_size;  // > 0: config::check_run
     const int64_t ranks = world->size();
     const double batch = static_cast<double>(train_loader->options().batch_size);
     const double factor = ranks * batch / static_cast<double>(base);
@@ -618,10 +571,7 @@ struct Runner::State {
                  batch, base);
   }
 
-  void teardown() {
-    const auto& vt = c.strategy->vtable();
-    if (vt.Teardown) c.strategy->check("Teardown", vt.Teardown(c.strategy->handle()));
-  }
+  void teardown() { c.strategy->teardown(); }
 
   // The run state hooks see (rh_RunState documents what each field means at
   // which event).

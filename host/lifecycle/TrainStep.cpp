@@ -10,8 +10,9 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "abi/ComponentFactory.hpp"
+#include "abi/ComponentInstances.hpp"
 #include "abi/HostError.hpp"
+#include "common/FaultInjection.hpp"
 #include "data/BatchPreprocessor.hpp"
 #include "data/DataLoader.hpp"
 #include "lifecycle/Evaluator.hpp"
@@ -87,18 +88,15 @@ TrainStep::TrainStep(model::Model& model, ModelAccess& access, optim::OptimWrapp
       amp_(amp),
       micro_batches_(std::max(1, micro_batches)) {
   // RH_FAULT_INJECT entries amp_inf_grad:<rank>:<iteration>, read once.
-  const char* env = std::getenv("RH_FAULT_INJECT");
-  if (!amp_ || env == nullptr) return;
-  const std::string mine = "amp_inf_grad:" + std::to_string(world.rank()) + ":";
-  std::stringstream list(env);
-  for (std::string entry; std::getline(list, entry, ',');) {
-    if (entry.compare(0, mine.size(), mine) != 0) continue;
+  if (!amp_) return;
+  const std::string mine = "amp_inf_grad:" + std::to_string(world.rank());
+  for (const std::string& value : common::fault_values(mine)) {
     char* end = nullptr;
-    const long long at = std::strtoll(entry.c_str() + mine.size(), &end, 10);
-    if (end == entry.c_str() + mine.size() || *end != '\0' || at < 1)
-      throw host::HostError(
-          RH_ERROR_INVALID_ARGUMENT,
-          "RH_FAULT_INJECT: '" + entry + "': expected amp_inf_grad:<rank>:<iteration, from 1>");
+    const long long at = std::strtoll(value.c_str(), &end, 10);
+    if (end == value.c_str() || *end != '\0' || at < 1)
+      throw host::HostError(RH_ERROR_INVALID_ARGUMENT,
+                            "RH_FAULT_INJECT: '" + mine + ":" + value +
+                                "': expected amp_inf_grad:<rank>:<iteration, from 1>");
     inject_inf_at_.push_back(at);
   }
 }
@@ -134,10 +132,8 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     inputs = batch_input.split_with_sizes(sizes);
     targets = batch_target.split_with_sizes(sizes);
   }
-  // The registry's copy of the vtable is zero past the plugin's struct_size
-  // (abi/PluginRegistry.hpp): an entry of a newer ABI minor than the plugin's
-  // reads as NULL, so a NULL check is the whole test.
-  const auto& vt = strategy_.vtable();
+  // The strategy's entries through its instance (abi/ComponentInstances.hpp),
+  // which applies the default of an absent one.
   StepResult result;
   std::optional<PendingMean> mean_loss;
   at::Tensor earlier_parts;  // the weighted losses of the parts before the last (detached)
@@ -184,12 +180,9 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     const bool sync = step && last_part;
     {
       RECORD_USER_SCOPE("rh::backward");
-      if (vt.BeforeBackward)
-        strategy_.check("BeforeBackward", vt.BeforeBackward(strategy_.handle(), sync ? 1 : 0));
+      strategy_.before_backward(sync);
       // fp16: the strategy's loss scale (it divides it out of its gradients).
-      result.loss_scale = 1;
-      if (vt.LossScale != nullptr)
-        strategy_.check("LossScale", vt.LossScale(strategy_.handle(), &result.loss_scale));
+      result.loss_scale = strategy_.loss_scale();
       if (amp_) {
         // A strategy of ABI 1.7 or older cannot declare precision_keys: one
         // that scales the loss itself is found here, before a wrong step.
@@ -208,20 +201,16 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
       objective.backward();
       access_.end_backward();  // POST_BACKWARD for the units that got no gradient
     }
-    if (vt.SyncGradients) {
+    if (strategy_.has_sync_gradients()) {
       RECORD_USER_SCOPE("rh::sync");
-      strategy_.check("SyncGradients", vt.SyncGradients(strategy_.handle(), sync ? 1 : 0));
+      strategy_.sync_gradients(sync);
     }
   }
   if (step && amp_) {
     RECORD_USER_SCOPE("rh::unscale");
     result.skipped = result.skipped_by_amp = unscale_and_check(iteration);
   }
-  if (step && !result.skipped && vt.ShouldStep != nullptr) {
-    int32_t go = 1;
-    strategy_.check("ShouldStep", vt.ShouldStep(strategy_.handle(), &go));
-    result.skipped = go == 0;
-  }
+  if (step && !result.skipped) result.skipped = !strategy_.should_step();
   if (step && !result.skipped) {
     // The strategy's gradients are its memory: bound (not copied) as the
     // optimizer tensors' grads; zero_grad drops only the binding.
@@ -232,17 +221,15 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     {
       RECORD_USER_SCOPE("rh::optimizer_step");
       std::function<double(double, double)> reduce_norm;
-      if (vt.ReduceGradNorm != nullptr)
-        reduce_norm = [this, &vt](double norm_type, double local) {
-          strategy_.check("ReduceGradNorm",
-                          vt.ReduceGradNorm(strategy_.handle(), norm_type, &local));
-          return local;
+      if (strategy_.has_reduce_grad_norm())
+        reduce_norm = [this](double norm_type, double local) {
+          return strategy_.reduce_grad_norm(norm_type, local);
         };
       result.grad_norm = optim_.step(reduce_norm);
     }
-    if (vt.AfterOptimizerStep) {
+    if (strategy_.has_after_optimizer_step()) {
       RECORD_USER_SCOPE("rh::after_optimizer_step");
-      strategy_.check("AfterOptimizerStep", vt.AfterOptimizerStep(strategy_.handle()));
+      strategy_.after_optimizer_step();
     }
   }
   if (step) {

@@ -17,8 +17,8 @@
 #include "comm/Communicator.hpp"
 #include "comm/RankDevice.hpp"
 #include "config/ConfigNode.hpp"
+#include "job/JobSettings.hpp"
 #include "launch/WorkerEnv.hpp"
-#include "lifecycle/JobKeys.hpp"
 #include "model/Model.hpp"
 
 namespace rh::lifecycle {
@@ -61,28 +61,25 @@ std::pair<double, FlagCounts> PendingMean::get() {
 
 // ---- World -------------------------------------------------------------------
 
-World::World(const config::Node& job, host::HostServices& services, bool needs_comm)
+World::World(const config::Node& job, const config::DistCfg& dist, host::HostServices& services,
+             bool needs_comm)
     : services_(services) {
   // The job's own rendezvous keys; the environment (a launcher's
   // MASTER_ADDR/MASTER_PORT, torchrun's, srun's) wins over them.
   launch::JobRendezvousKeys keys;
-  const config::Node* addr_node = find_key(job, "dist.master_addr");
-  const config::Node* port_node = find_key(job, "dist.master_port");
-  if (addr_node != nullptr && !addr_node->is_null()) {
-    keys.master_addr = addr_node->as_string();
-    keys.master_addr_at = addr_node->location().str();
-  }
-  if (port_node != nullptr && !port_node->is_null()) {
-    keys.master_port = static_cast<int>(port_node->as_int());
-    keys.master_port_at = port_node->location().str();
-  }
+  keys.master_addr = dist.master_addr;
+  keys.master_addr_at = dist.master_addr_at.str();
+  keys.master_port = dist.master_port;
+  keys.master_port_at = dist.master_port_at.str();
   launch::DistEnv env;
   try {
     env = launch::dist_env_from_environment(keys);
   } catch (const launch::JobKeyError& e) {
-    const config::Node* node = e.key() == "dist.master_addr" ? addr_node : port_node;
-    throw config::ConfigError(node != nullptr ? node->location() : job.location(), e.key(),
-                              e.what());
+    const bool addr = e.key() == "dist.master_addr";
+    const bool written = addr ? dist.master_addr.has_value() : dist.master_port.has_value();
+    throw config::ConfigError(
+        written ? (addr ? dist.master_addr_at : dist.master_port_at) : job.location(), e.key(),
+        e.what());
   }
   env_ = std::make_unique<launch::DistEnv>(env);
   local_rank_ = env.local_rank;
@@ -133,10 +130,10 @@ World::World(const config::Node& job, host::HostServices& services, bool needs_c
   o.job_description = "job " + o.job_id + " (" + origin;
   if (!job.location().file.empty()) o.job_description += "; config " + job.location().file;
   o.job_description += ")";
-  o.timeout_s = job_value<double>(job, "dist.timeout_s", 300.0);
-  const std::string backend = job_value<std::string>(job, "dist.backend", "auto");
-  o.backend = backend == "auto" ? (torch::cuda::is_available() ? "nccl" : "gloo") : backend;
-  o.shared_memory = job_value<bool>(job, "dist.shared_memory", true);
+  o.timeout_s = dist.timeout_s;
+  o.backend =
+      dist.backend == "auto" ? (torch::cuda::is_available() ? "nccl" : "gloo") : dist.backend;
+  o.shared_memory = dist.shared_memory;
   comm_ = comm::create_world(o);
   comm_device_ =
       o.backend == "nccl" && rank_device_.device_type == kDLCUDA

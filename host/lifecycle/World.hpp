@@ -25,6 +25,9 @@ class HostServices;
 namespace rh::launch {
 struct DistEnv;
 }
+namespace rh::config {
+struct DistCfg;
+}
 namespace rh::comm {
 class Communicator;
 class Work;
@@ -71,8 +74,10 @@ class World {
  public:
   // Lifecycle step 2: joins the other ranks when the environment says there
   // are some (the built-in launcher, torchrun, srun, mpirun), or makes a
-  // world of one when the strategy needs a communicator even alone.
-  World(const config::Node& job, host::HostServices& services, bool needs_comm);
+  // world of one when the strategy needs a communicator even alone. `job`
+  // for its location (in messages), `dist` its dist keys.
+  World(const config::Node& job, const config::DistCfg& dist, host::HostServices& services,
+        bool needs_comm);
   // Uninstalls the Comm_* entries (destroying the groups made from them),
   // then the communicator. Destroy strategies and hooks first.
   ~World();

@@ -1,6 +1,6 @@
 #include "model/ModelSchema.hpp"
 
-#include "data/DataSchema.hpp"
+#include "model/ClassifierSchema.hpp"
 
 namespace rh::model {
 namespace {
@@ -22,11 +22,11 @@ config::Schema build_model_schema() {
   // The image classifiers: MMPretrain's keys beside the model's own
   // (data::BatchPreprocessor, model::ClassifierLoss).
   auto image_classifier = [&](std::vector<Field> fields) {
-    fields.push_back({"data_preprocessor", data::preprocessor_schema(), false,
+    fields.push_back({"data_preprocessor", preprocessor_schema(), false,
                       "mean, std, to_rgb (or at the top of the job)"});
     fields.push_back(
-        {"train_cfg", data::batch_augments_schema(), false, "batch augments: Mixup, CutMix"});
-    fields.push_back({"head", data::classifier_head_schema(), false,
+        {"train_cfg", batch_augments_schema(), false, "batch augments: Mixup, CutMix"});
+    fields.push_back({"head", classifier_head_schema(), false,
                       "only `loss`: the head's size is num_classes"});
     return with_frozen(std::move(fields));
   };

@@ -73,7 +73,7 @@ for example in hook_cpp hook_c; do
   echo "ok   $example: '$type' listed as a hook"
   # Found by its file name (librh_hook_<type>.so) from the search path, with
   # no plugin: path in the job.
-  printf 'model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: %s}\n' "$type" \
+  printf 'model: {type: mlp, in_features: 4, num_classes: 2}\ntrain_cfg: {max_epochs: 1}\nhooks:\n  - {type: %s}\n' "$type" \
     >"$tmp/$example.job.yaml"
   if ! "$host" --config "$tmp/$example.job.yaml" --dry-run --plugin-path "$bld" \
     >"$tmp/$example.dry.log" 2>&1; then

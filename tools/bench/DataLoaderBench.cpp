@@ -60,6 +60,7 @@
 #include "data/DistributedSampler.hpp"
 #include "launch/HeapPolicy.hpp"
 #include "launch/ThreadPolicy.hpp"
+#include "model/ClassifierSchema.hpp"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -252,7 +253,7 @@ int main(int argc, char** argv) {
     std::vector<rh::config::ConfigError> errors =
         rh::config::validate(*cfg, rh::data::loader_schema());
     if (const rh::config::Node* p = job.root->find("data_preprocessor"))
-      for (auto& e : rh::config::validate(*p, rh::data::preprocessor_schema()))
+      for (auto& e : rh::config::validate(*p, rh::model::preprocessor_schema()))
         errors.push_back(std::move(e));
     for (const rh::config::ConfigError& e : errors) std::fprintf(stderr, "%s\n", e.what());
     if (!errors.empty()) return 1;

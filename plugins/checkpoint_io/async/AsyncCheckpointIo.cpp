@@ -30,19 +30,16 @@
 
 #include "rh/cpp/config.hpp"
 #include "rh/cpp/error.hpp"
+#include "rh/cpp/fault_injection.hpp"
 #include "rh/cpp/plugin.hpp"
 
 namespace {
 
-// The value of RH_FAULT_INJECT's entry `<name>:<value>` ("" when absent).
+// The value of RH_FAULT_INJECT's first entry `<name>:<value>` ("" when
+// absent): async_write_delay_ms:<ms>, async_write_fail:<file stem>.
 std::string injected(const std::string& name) {
-  const char* env = std::getenv("RH_FAULT_INJECT");
-  if (env == nullptr) return "";
-  std::stringstream list(env);
-  const std::string prefix = name + ":";
-  for (std::string entry; std::getline(list, entry, ',');)
-    if (entry.compare(0, prefix.size(), prefix) == 0) return entry.substr(prefix.size());
-  return "";
+  const std::vector<std::string> values = rh::fault_values(name);
+  return values.empty() ? "" : values.front();
 }
 
 class AsyncCheckpointIo {
@@ -191,25 +188,15 @@ class AsyncCheckpointIo {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_CHECKPOINT_IO, RH_STR("async"),
-     RH_STR("writes through another checkpoint IO (inner:) on a thread of its own; the host "
-            "publishes in the background"),
-     &rh::CheckpointIoAdapter<AsyncCheckpointIo>::vtable},
+    rh::checkpoint_io_component<AsyncCheckpointIo>(
+        "async",
+        "writes through another checkpoint IO (inner:) on a thread of its own; the host publishes "
+        "in the background"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_ckpt_io_async"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_NONE,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_ckpt_io_async", "0.1.0", RH_NATIVE_TAG_NONE, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

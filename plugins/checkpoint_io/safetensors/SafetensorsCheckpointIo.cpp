@@ -638,24 +638,13 @@ class SafetensorsCheckpointIo {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_CHECKPOINT_IO, RH_STR("safetensors"),
-     RH_STR("state dicts as .safetensors files (atomic write, per-tensor CRC-32)"),
-     &rh::CheckpointIoAdapter<SafetensorsCheckpointIo>::vtable},
+    rh::checkpoint_io_component<SafetensorsCheckpointIo>(
+        "safetensors", "state dicts as .safetensors files (atomic write, per-tensor CRC-32)"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_ckpt_io_safetensors"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_NONE,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_ckpt_io_safetensors", "0.1.0", RH_NATIVE_TAG_NONE, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

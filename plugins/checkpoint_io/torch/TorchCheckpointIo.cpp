@@ -214,24 +214,13 @@ class TorchCheckpointIo {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_CHECKPOINT_IO, RH_STR("torch"),
-     RH_STR("state dicts as .pt files Python's torch.load reads (atomic write)"),
-     &rh::CheckpointIoAdapter<TorchCheckpointIo>::vtable},
+    rh::checkpoint_io_component<TorchCheckpointIo>(
+        "torch", "state dicts as .pt files Python's torch.load reads (atomic write)"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_ckpt_io_torch"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_TORCH,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_ckpt_io_torch", "0.1.0", RH_NATIVE_TAG_TORCH, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

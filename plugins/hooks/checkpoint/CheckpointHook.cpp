@@ -388,25 +388,14 @@ class CheckpointHook {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_HOOK, RH_STR("checkpoint"),
-     RH_STR("saves checkpoints every N epochs/iterations, the last and the best; keeps the "
-            "newest N"),
-     &rh::HookAdapter<CheckpointHook>::vtable},
+    rh::hook_component<CheckpointHook>(
+        "checkpoint",
+        "saves checkpoints every N epochs/iterations, the last and the best; keeps the newest N"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_hook_checkpoint"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_NONE,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_hook_checkpoint", "0.1.0", RH_NATIVE_TAG_NONE, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

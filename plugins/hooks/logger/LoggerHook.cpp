@@ -423,24 +423,13 @@ class LoggerHook {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_HOOK, RH_STR("logger"),
-     RH_STR("logs training progress (loss, lr, eta) and evaluation results"),
-     &rh::HookAdapter<LoggerHook>::vtable},
+    rh::hook_component<LoggerHook>("logger",
+                                   "logs training progress (loss, lr, eta) and evaluation results"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_hook_logger"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_NONE,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_hook_logger", "0.1.0", RH_NATIVE_TAG_NONE, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

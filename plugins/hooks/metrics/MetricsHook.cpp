@@ -302,24 +302,13 @@ class MetricsHook {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_HOOK, RH_STR("metrics"),
-     RH_STR("writes every reported scalar as JSON Lines (metrics.jsonl in work_dir)"),
-     &rh::HookAdapter<MetricsHook>::vtable},
+    rh::hook_component<MetricsHook>(
+        "metrics", "writes every reported scalar as JSON Lines (metrics.jsonl in work_dir)"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_hook_metrics"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_NONE,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_hook_metrics", "0.1.0", RH_NATIVE_TAG_NONE, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

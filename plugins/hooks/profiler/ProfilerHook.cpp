@@ -263,24 +263,14 @@ class ProfilerHook {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_HOOK, RH_STR("profiler"),
-     RH_STR("LibTorch's profiler over train iterations [begin, end): a Chrome trace per rank"),
-     &rh::HookAdapter<ProfilerHook>::vtable},
+    rh::hook_component<ProfilerHook>(
+        "profiler",
+        "LibTorch's profiler over train iterations [begin, end): a Chrome trace per rank"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_hook_profiler"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_TORCH,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_hook_profiler", "0.1.0", RH_NATIVE_TAG_TORCH, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

@@ -225,11 +225,7 @@ void DdpStrategy::bind_grad(size_t i, const at::Tensor& slice) {
   // beside the buckets until the next step's GetGrad, through its forward
   // (issue 39: ddp's peak 4 bytes a parameter above PyTorch DDP's).
   if (can_release_) rh::check(host_, api_->Model_ReleaseGrad(model_, i));
-  at::Tensor shaped = slice.view(shapes_[i]);
-  DLManagedTensor* dl = rh::export_tensor(shaped);
-  rh_Error* err = api_->Model_BindGrad(model_, i, dl);
-  if (err != nullptr) dl->deleter(dl);  // on error the tensor stays ours
-  rh::check(host_, err);
+  rh::hand_param_tensor(host_, api_->Model_BindGrad, model_, i, slice.view(shapes_[i]));
 }
 
 void DdpStrategy::wait_bucket(size_t b) {

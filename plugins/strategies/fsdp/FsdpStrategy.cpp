@@ -41,6 +41,17 @@ FsdpStrategy::FsdpStrategy(const rh_CreateArgs& args)
   cfg_ = FsdpConfig::from_config(node_);
   param_dtype_ = scalar_type(cfg_.param_dtype);
   reduce_dtype_ = scalar_type(cfg_.reduce_dtype);
+  // float16 where it can only run on the CPU (a LibTorch without CUDA) and
+  // LibTorch has no CPU float16 matrix multiply: refused at create, so that
+  // --dry-run and every rank's step 1 say so before anything is launched
+  // or created (at SetupEnv it came after the rendezvous, exit 1).
+#if !defined(TORCH_VERSION_MAJOR) || TORCH_VERSION_MAJOR < 2
+  if (param_dtype_ == at::kHalf && !torch::cuda::is_available())
+    node_.child("mixed_precision")
+        .child("param_dtype")
+        .throw_error("float16 on the CPU: LibTorch " + std::string(TORCH_VERSION) +
+                     " has no float16 matrix multiply on the CPU; use bfloat16 or run on a GPU");
+#endif
   // What makes this fsdp compute or reduce in a precision of its own (the
   // precision_keys trait: the host's AmpOptimWrapper is refused beside it).
   if (cfg_.param_dtype != Dtype::Float32)
@@ -91,13 +102,6 @@ void FsdpStrategy::setup_env(rh_SetupEnvArgs& args) {
   args.device = !cuda          ? DLDevice{kDLCPU, 0}
                 : host_assigns ? args.rank_device
                                : DLDevice{kDLCUDA, args.local_rank};
-#if !defined(TORCH_VERSION_MAJOR) || TORCH_VERSION_MAJOR < 2
-  if (!cuda && param_dtype_ == at::kHalf)
-    node_.child("mixed_precision")
-        .child("param_dtype")
-        .throw_error("float16 on the CPU: LibTorch " + std::string(TORCH_VERSION) +
-                     " has no float16 matrix multiply on the CPU; use bfloat16 or run on a GPU");
-#endif
   make_groups();
   alias_ = alone() && param_dtype_ == at::kFloat;
   world_size_tensor_ = at::scalar_tensor(static_cast<double>(world_size_), at::kDouble);
@@ -168,10 +172,8 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
   if (param_dtype_ != at::kFloat)
     for (size_t i = 0; i < n; ++i) {
       at::Tensor p = rh::borrow_tensor(param_info(i).data);
-      DLManagedTensor* dl = rh::export_tensor(p.to(param_dtype_).contiguous());
-      rh_Error* err = api_->Model_SetParamData(model_, i, dl);
-      if (err) dl->deleter(dl);
-      rh::check(host_, err);
+      rh::hand_param_tensor(host_, api_->Model_SetParamData, model_, i,
+                            p.to(param_dtype_).contiguous());
     }
   grad_pool_.configure(largest, f32.dtype(reduce_dtype_));
   gather_pool_.configure(largest, f32.dtype(param_dtype_));
@@ -454,11 +456,8 @@ void FsdpStrategy::share_masters() {
   for (size_t k = 0; k < units_.size(); ++k)
     for (size_t j = 0; j < units_[k].members.size(); ++j) {
       const Member& m = units_[k].members[j];
-      DLManagedTensor* dl =
-          rh::export_tensor(units_[k].master.narrow(0, m.offset, m.numel).view(m.shape));
-      rh_Error* err = api_->Model_SetParamData(model_, m.param, dl);
-      if (err) dl->deleter(dl);
-      rh::check(host_, err);
+      rh::hand_param_tensor(host_, api_->Model_SetParamData, model_, m.param,
+                            units_[k].master.narrow(0, m.offset, m.numel).view(m.shape));
       place_[m.param] = {static_cast<int>(k), static_cast<int>(j)};
       rh::check(host_, api_->Model_AddGradReadyCallback(model_, m.param,
                                                         &FsdpStrategy::on_grad_ready, this));
@@ -528,25 +527,15 @@ namespace {
 using rh::fsdp::FsdpStrategy;
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_STRATEGY, RH_STR("fsdp"),
-     RH_STR("fully sharded data parallel, per parameter (FSDP2): full_shard, shard_grad_op, "
-            "no_shard, hybrid_shard; prefetch, mixed precision, full or sharded state dicts"),
-     &rh::StrategyAdapter<FsdpStrategy>::vtable},
+    rh::strategy_component<FsdpStrategy>(
+        "fsdp",
+        "fully sharded data parallel, per parameter (FSDP2): full_shard, shard_grad_op, no_shard, "
+        "hybrid_shard; prefetch, mixed precision, full or sharded state dicts"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_strategy_fsdp"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_TORCH,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_strategy_fsdp", "0.1.0", RH_NATIVE_TAG_TORCH, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

@@ -78,24 +78,13 @@ class SingleStrategy {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_STRATEGY, RH_STR("single"),
-     RH_STR("one process on one device (cpu or one GPU), no communication"),
-     &rh::StrategyAdapter<SingleStrategy>::vtable},
+    rh::strategy_component<SingleStrategy>(
+        "single", "one process on one device (cpu or one GPU), no communication"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_strategy_single"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_TORCH,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_strategy_single", "0.1.0", RH_NATIVE_TAG_TORCH, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

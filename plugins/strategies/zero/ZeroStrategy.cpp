@@ -156,10 +156,8 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
   if (working_ != at::kFloat)
     for (size_t i = 0; i < n; ++i) {
       at::Tensor p = rh::borrow_tensor(param_info(i).data);
-      DLManagedTensor* dl = rh::export_tensor(p.to(working_).contiguous());
-      rh_Error* err = api_->Model_SetParamData(model_, i, dl);
-      if (err) dl->deleter(dl);
-      rh::check(host_, err);
+      rh::hand_param_tensor(host_, api_->Model_SetParamData, model_, i,
+                            p.to(working_).contiguous());
     }
   if (alias_) share_masters();
   for (size_t i : trainable)
@@ -395,10 +393,8 @@ void ZeroStrategy::build_groups(const std::vector<ParamSpec>& trainable) {
 void ZeroStrategy::share_masters() {
   for (Group& g : groups_)
     for (const Member& m : g.members) {
-      DLManagedTensor* dl = rh::export_tensor(g.master.narrow(0, m.offset, m.numel).view(m.shape));
-      rh_Error* err = api_->Model_SetParamData(model_, m.param, dl);
-      if (err) dl->deleter(dl);
-      rh::check(host_, err);
+      rh::hand_param_tensor(host_, api_->Model_SetParamData, model_, m.param,
+                            g.master.narrow(0, m.offset, m.numel).view(m.shape));
     }
 }
 
@@ -466,25 +462,15 @@ namespace {
 using rh::zero::ZeroStrategy;
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_STRATEGY, RH_STR("zero"),
-     RH_STR("ZeRO stages 1-3 (DeepSpeed's keys): optimizer state, gradients and parameters "
-            "partitioned across ranks; fp16 loss scaling, bf16"),
-     &rh::StrategyAdapter<ZeroStrategy>::vtable},
+    rh::strategy_component<ZeroStrategy>(
+        "zero",
+        "ZeRO stages 1-3 (DeepSpeed's keys): optimizer state, gradients and parameters partitioned "
+        "across ranks; fp16 loss scaling, bf16"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_strategy_zero"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_TORCH,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_strategy_zero", "0.1.0", RH_NATIVE_TAG_TORCH, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)

@@ -19,8 +19,19 @@
  *    destroyed by whoever receives them (rh_HostApi::Error_Destroy).
  *  - Strings are (data, size) views, never assumed NUL-terminated.
  *  - Every destroy function accepts NULL.
+ *  - An entry appended from 1.11 on takes its instance (or handle) and one
+ *    sized arguments struct, rh_<Entry>Args, holding its inputs and outputs,
+ *    so that it grows by appending fields (docs/abi-v2.md: the plan for ABI
+ *    2, where the six entries with plain arguments follow).
  *
- * CHANGELOG (one line per minor version)
+ * CHANGELOG, one entry per minor version, written one way: `Struct: member,
+ * member (why); Struct: ...` for what the version appended, `Struct: the
+ * struct` for a struct it introduced, then `changed:` for what it changed
+ * in the behaviour of what was there. Every appended member says
+ * "ABI 1.N." first in its comment (or sits in a "---- ... (ABI 1.N) ----"
+ * section), a new struct "(ABI 1.N)" in the comment above it;
+ * tests/sdk/abi_changelog_check.py holds the headers and this list to each
+ * other.
  *   1.0  first stable version: rh_HostApi (errors, logging, config, tensors,
  *        run state, state dicts, communicator), strategy, hook and
  *        checkpoint-IO vtables, rh_PluginInfo entry point.
@@ -29,35 +40,44 @@
  *   1.2  rh_ModelApi: Model_BindGrad (a gradient that lives in the
  *        strategy's memory, e.g. a bucket: no copy back after reducing).
  *   1.3  rh_SetupEnvArgs: rank_device (the host's one rule for a rank's
- *        CUDA device), local_world_size, node_rank; rh_CreateArgs: job_dir.
- *        Sharding and mixed precision: rh_ModelApi Model_SetParamData and
- *        Model_AddUnitCallback implemented, Model_ReleaseGrad,
- *        Model_FreeParamStorage, Model_RestoreParamStorage; rh_ParamInfo:
- *        tied; rh_StrategyTraits: input_dtype (sharded_checkpoint honoured);
- *        rh_OptimParam: full_shape, full_ndim, full_offset (shards);
- *        rh_StrategyVtable: LossScale, ShouldStep, ReduceGradNorm,
- *        UnitParams.
+ *        CUDA device), local_world_size, node_rank; rh_CreateArgs: job_dir;
+ *        rh_ModelApi: Model_ReleaseGrad, Model_FreeParamStorage,
+ *        Model_RestoreParamStorage (sharding); rh_ParamInfo: tied;
+ *        rh_StrategyTraits: input_dtype (mixed precision); rh_OptimParam:
+ *        full_shape, full_ndim, full_offset (shards); rh_StrategyVtable:
+ *        LossScale, ShouldStep, ReduceGradNorm, UnitParams.
+ *        changed: rh_ModelApi's Model_SetParamData and Model_AddUnitCallback
+ *        implemented; rh_StrategyTraits.sharded_checkpoint honoured.
  *   1.4  rh_StrategyTraits: sharded_model_state (trainable parameters saved
  *        and resumed as each rank's shards: FSDP's sharded state dict),
  *        load_from_root (only rank 0 reads a model file; UnitParams
  *        ROOT_PREPARE / ROOT_ADOPT hand each rank its shards).
- *   1.5  rh_CheckpointIoVtable: LoadSlices with rh_CheckpointSlice (a rank
- *        reads only the ranges of stored shards it needs: resharding).
- *   1.6  rh_HostApi: CheckpointIo_Create/Destroy/Save/Load/Verify/Flush/
- *        LoadSlices (a checkpoint-IO component that wraps another);
- *        rh_CheckpointIoVtable: SavesInBackground (the host publishes the
- *        checkpoint in the background), LoadSlices may answer UNIMPLEMENTED.
+ *   1.5  rh_CheckpointIoVtable: LoadSlices (a rank reads only the ranges of
+ *        stored shards it needs: resharding); rh_CheckpointSlice: the struct.
+ *   1.6  rh_HostApi: CheckpointIo_Create, CheckpointIo_Destroy,
+ *        CheckpointIo_Save, CheckpointIo_Load, CheckpointIo_Verify,
+ *        CheckpointIo_Flush, CheckpointIo_LoadSlices (a checkpoint-IO
+ *        component that wraps another); rh_CheckpointIoVtable:
+ *        SavesInBackground (the host publishes the checkpoint in the
+ *        background).
+ *        changed: rh_CheckpointIoVtable's LoadSlices may answer
+ *        RH_ERROR_UNIMPLEMENTED.
  *   1.7  rh_HostApi: StateDict_AllocTensor (a checkpoint-IO plugin reads a
  *        file straight into the tensor's memory, a model parameter's when
  *        the host places it there), StateDict_SetChecksum (the CRC-32 the
  *        plugin computed while writing goes into meta.json).
  *   1.8  rh_StrategyTraits: precision_keys (a strategy that computes in a
  *        precision of its own says so; the host's AmpOptimWrapper is refused
- *        beside it); rh_HostApi: Stream_Current provided on CUDA;
- *        rh_ParamInfo.unit is -1 for a parameter no unit declares (was 0).
- *   1.9  rh_StrategyVtable: EstimateMemory with rh_MemoryEstimateArgs,
- *        rh_ParamSize and rh_MemoryEstimate (`runner-host --estimate-memory`:
- *        a strategy says what a rank keeps, without the model).
+ *        beside it).
+ *        changed: rh_HostApi's Stream_Current provided on CUDA (the stream
+ *        LibTorch queues the rank's work on, never NULL on a GPU);
+ *        rh_ParamInfo.unit is -1 for a parameter no unit declares (was 0);
+ *        RH_REDUCE_AVG divides each rank's values by the world size, then
+ *        sums, as ddp averages its gradients (it summed, then divided).
+ *   1.9  rh_StrategyVtable: EstimateMemory (`runner-host --estimate-memory`:
+ *        a strategy says what a rank keeps, without the model); rh_ParamSize:
+ *        the struct; rh_MemoryEstimateArgs: the struct; rh_MemoryEstimate:
+ *        the struct.
  *   1.10 rh_MemoryEstimate: backward_grad_bytes (the gradients that exist
  *        only from backward to zero_grad, which the host weighs against the
  *        activations backward frees instead of adding them).

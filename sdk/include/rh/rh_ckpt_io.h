@@ -68,19 +68,19 @@ typedef struct rh_CheckpointIoVtable {
   /* Optional. Waits until every Save issued so far is durable (fsynced,
    * with its directory). NULL = Save is durable when it returns. */
   rh_Error* (*Flush)(rh_CheckpointIoInstance* instance);
-  /* Optional (ABI 1.5). Reads only `slices` of the tensors of `stem` into
+  /* ABI 1.5. Optional. Reads only `slices` of the tensors of `stem` into
    * args->dict: slice i becomes a 1-D tensor of slices[i].numel elements of
    * the stored dtype under the key slices[i].key (each key at most once per
    * call). Reads only those bytes (pread or mmap), so the checksums of whole
    * tensors are not checked here: the host verifies a checkpoint before it
    * resumes from it. A key that is not in the file is RH_ERROR_NOT_FOUND, a
    * range beyond the tensor RH_ERROR_INVALID_ARGUMENT, each naming the file.
-   * NULL, or (1.6) RH_ERROR_UNIMPLEMENTED from this instance (a wrapper
+   * NULL, or (ABI 1.6) RH_ERROR_UNIMPLEMENTED from this instance (a wrapper
    * whose wrapped component cannot) = the host calls Load and takes the
    * ranges from the whole tensors. */
   rh_Error* (*LoadSlices)(rh_CheckpointIoInstance* instance, const rh_CheckpointFileArgs* args,
                           const rh_CheckpointSlice* slices, size_t num_slices);
-  /* Optional (ABI 1.6). Returns 1 when Save only queues the write: the dict
+  /* ABI 1.6. Optional. Returns 1 when Save only queues the write: the dict
    * given to Save is read after Save returns, until Flush returns. The host
    * then hands Save a snapshot it owns (CPU copies nothing changes), and
    * calls Flush and publishes the checkpoint on a background thread while

@@ -307,7 +307,7 @@ typedef struct rh_CreateArgs {
   const rh_ConfigNode* config; /* the component's YAML subtree (never NULL) */
   rh_StringView type_name;     /* the `type:` that selected this component */
   rh_StringView work_dir;      /* the job's work_dir (absolute; may not exist yet) */
-  /* 1.3. The job file's directory (absolute): where relative paths in the
+  /* ABI 1.3. The job file's directory (absolute): where relative paths in the
    * component's config start, as for the host's own keys. Owned by the host,
    * valid until Destroy. */
   rh_StringView job_dir;

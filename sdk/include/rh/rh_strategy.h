@@ -51,7 +51,7 @@ typedef struct rh_ParamInfo {
   /* View of the parameter's current data. Borrowed: valid until the next
    * Model_SetParamData on this parameter or the end of the run. */
   DLManagedTensor* data;
-  /* 1.3. 1 when units other than `unit` use this parameter too (tied
+  /* ABI 1.3. 1 when units other than `unit` use this parameter too (tied
    * weights: gpt's tie_weights makes the head multiply by the embedding). A
    * sharding strategy keeps such a parameter whole while any unit runs. */
   int32_t tied;
@@ -120,17 +120,17 @@ typedef struct rh_ModelApi {
    * runs when the gradient is dropped, e.g. by zero_grad); on error it stays
    * with the caller. May be called from a grad-ready callback. */
   rh_Error* (*Model_BindGrad)(rh_Model* model, size_t index, DLManagedTensor* grad);
-  /* 1.3. Drops the parameter's gradient now (as zero_grad does): a
+  /* ABI 1.3. Drops the parameter's gradient now (as zero_grad does): a
    * sharding strategy that has copied it into a bucket releases the full
    * gradient before the next one is computed. May be called from a
    * grad-ready callback. */
   rh_Error* (*Model_ReleaseGrad)(rh_Model* model, size_t index);
-  /* 1.3. Frees the memory of the parameter's data (its storage is resized
+  /* ABI 1.3. Frees the memory of the parameter's data (its storage is resized
    * to 0 bytes) while the tensor, its shape and what autograd saved of it
    * stay: a sharded parameter between uses. Views from Model_GetParam show
    * no memory until Model_RestoreParamStorage. */
   rh_Error* (*Model_FreeParamStorage)(rh_Model* model, size_t index);
-  /* 1.3. Gives the freed storage its memory back (values undefined: the
+  /* ABI 1.3. Gives the freed storage its memory back (values undefined: the
    * strategy fills it through a new Model_GetParam view) before the
    * parameter is used again: forward, or the backward that saved it. No-op
    * when not freed. */
@@ -153,11 +153,11 @@ typedef struct rh_StrategyTraits {
    * still writes the full model, gathering each unit through UnitParams.
    * Needs OptimizerParams (default 0). */
   int32_t sharded_checkpoint;
-  /* 1.3. Floating-point inputs are cast to this dtype before forward
+  /* ABI 1.3. Floating-point inputs are cast to this dtype before forward
    * (DeepSpeed's inputs_to_half); {0, 0, 0} (default): left as loaded. The
    * host always computes the loss in float32. */
   DLDataType input_dtype;
-  /* 1.4. 1: the trainable parameters are saved only as the shards
+  /* ABI 1.4. 1: the trainable parameters are saved only as the shards
    * OptimizerParams gives (their values, `<name>.param`, in each rank's
    * optimizer.rank<r>; FSDP's sharded state dict): rank 0's model file holds
    * the rest (frozen parameters, buffers) and meta.json marks them
@@ -166,7 +166,7 @@ typedef struct rh_StrategyTraits {
    * from them. Needs sharded_checkpoint (default 0: the full model is
    * gathered for rank 0). */
   int32_t sharded_model_state;
-  /* 1.4. 1: when a model file is loaded through the strategy (load_phase
+  /* ABI 1.4. 1: when a model file is loaded through the strategy (load_phase
    * after_wrap), only rank 0 reads it: per unit the host calls UnitParams
    * ROOT_PREPARE, writes the whole values on rank 0, then ROOT_ADOPT, where
    * every rank receives its shards of rank 0's values (the host broadcasts
@@ -174,7 +174,7 @@ typedef struct rh_StrategyTraits {
    * file; otherwise (load_from strict: false with tensors missing) every
    * rank reads it and GATHER / ADOPT are used. Needs UnitParams (default 0). */
   int32_t load_from_root;
-  /* 1.8. The settings of this strategy's own config (under `strategy:`)
+  /* ABI 1.8. The settings of this strategy's own config (under `strategy:`)
    * that make it compute in a precision of its own (working parameters or
    * inputs in bf16/fp16, its own loss scaling), as "key: value" text, e.g.
    * "bf16.enabled: true" or "mixed_precision.param_dtype: bfloat16"; empty
@@ -195,13 +195,13 @@ typedef struct rh_SetupEnvArgs {
   int32_t local_rank; /* rank on this node */
   uint64_t seed;      /* the job's seed (already offset if diff_rank_seed) */
   DLDevice device;    /* in: {kDLCPU, 0}; out: the device this rank computes on */
-  /* 1.3. The device the host assigns this rank when it computes on a GPU:
+  /* ABI 1.3. The device the host assigns this rank when it computes on a GPU:
    * {kDLCUDA, i} by the host's one rule (one visible GPU -> 0, else the local
    * rank), the device the nccl communicator uses; {kDLCPU, 0} when no GPU is
    * visible. A strategy that runs on CUDA should return it in `device`. */
   DLDevice rank_device;
-  int32_t local_world_size; /* 1.3. ranks on this node */
-  int32_t node_rank;        /* 1.3. this node's index, 0-based */
+  int32_t local_world_size; /* ABI 1.3. ranks on this node */
+  int32_t node_rank;        /* ABI 1.3. this node's index, 0-based */
 } rh_SetupEnvArgs;
 #define RH_SETUP_ENV_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_SetupEnvArgs, node_rank)
 
@@ -235,14 +235,14 @@ typedef struct rh_OptimParam {
    * parameter's gradient: the host drops those after each step (set to
    * none), so such a view would go stale. */
   DLManagedTensor* grad;
-  /* 1.3. When `param` is a shard: the shape of the whole parameter `name`
+  /* ABI 1.3. When `param` is a shard: the shape of the whole parameter `name`
    * (borrowed for the add() call, copied; NULL = `param` is the whole
    * parameter) and where the shard starts in its flattened elements (the
    * shard is elements [full_offset, full_offset + numel) of it, row-major).
    * Checkpoints record it beside the shard's optimizer state. */
   const int64_t* full_shape;
-  int32_t full_ndim;
-  int64_t full_offset;
+  int32_t full_ndim;   /* ABI 1.3. the dimensions of full_shape */
+  int64_t full_offset; /* ABI 1.3. the shard's first element in the whole */
 } rh_OptimParam;
 #define RH_OPTIM_PARAM_STRUCT_SIZE RH_STRUCT_SIZE(rh_OptimParam, full_offset)
 
@@ -272,8 +272,9 @@ typedef enum rh_UnitParamsOp {
 
 /* ---- Memory estimate (ABI 1.9) ------------------------------------------ */
 
-/* One parameter as EstimateMemory sees it: `runner-host --estimate-memory`
- * does not allocate the model, so there is no tensor, only its size. */
+/* One parameter as EstimateMemory sees it (ABI 1.9): `runner-host
+ * --estimate-memory` does not allocate the model, so there is no tensor,
+ * only its size. */
 typedef struct rh_ParamSize {
   size_t struct_size;    /* set by the host */
   rh_StringView name;    /* as rh_ParamInfo.name; owned by the host, valid for the call */
@@ -286,6 +287,8 @@ typedef struct rh_ParamSize {
 } rh_ParamSize;
 #define RH_PARAM_SIZE_STRUCT_SIZE RH_STRUCT_SIZE(rh_ParamSize, tied)
 
+/* What EstimateMemory is asked about (ABI 1.9): the model's parameters by
+ * size and the job's world, one rank at a time. */
 typedef struct rh_MemoryEstimateArgs {
   size_t struct_size;
   const rh_ParamSize* params; /* the model's parameters in order; borrowed for the call */
@@ -301,8 +304,8 @@ typedef struct rh_MemoryEstimateArgs {
 } rh_MemoryEstimateArgs;
 #define RH_MEMORY_ESTIMATE_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_MemoryEstimateArgs, buffer_bytes)
 
-/* What `rank` keeps at the peak of an iteration (forward, backward,
- * optimizer step), in bytes unless named otherwise; the host sets
+/* What `rank` keeps at the peak of an iteration (ABI 1.9: forward,
+ * backward, optimizer step), in bytes unless named otherwise; the host sets
  * struct_size and zeroes every field. Activations are the host's (the
  * model's forward), as is the optimizer's state per element. */
 typedef struct rh_MemoryEstimate {
@@ -372,22 +375,22 @@ typedef struct rh_StrategyVtable {
   rh_Error* (*StateImport)(rh_StrategyInstance* instance, const rh_StateDict* dict);
   /* Optional. Lifecycle step 13: last call before Destroy. */
   rh_Error* (*Teardown)(rh_StrategyInstance* instance);
-  /* Optional (ABI 1.1). Before each backward: `sync` is 1 when the
+  /* ABI 1.1. Optional. Before each backward: `sync` is 1 when the
    * SyncGradients after this backward will synchronise (0 on gradient
    * accumulation steps), so gradient-ready callbacks know whether to
    * communicate during this backward. */
   rh_Error* (*BeforeBackward)(rh_StrategyInstance* instance, int32_t sync);
-  /* Optional (ABI 1.3). Before each backward: the factor the host
+  /* ABI 1.3. Optional. Before each backward: the factor the host
    * multiplies the loss by (fp16 loss scaling). NULL = 1. The strategy
    * divides it out of its gradients (SyncGradients). */
   rh_Error* (*LossScale)(rh_StrategyInstance* instance, double* scale);
-  /* Optional (ABI 1.3). After SyncGradients(sync = 1): *step = 0 skips this
+  /* ABI 1.3. Optional. After SyncGradients(sync = 1): *step = 0 skips this
    * optimizer step (an fp16 overflow on any rank); the host pre-fills 1.
    * Must answer the same on every rank. The host then neither clips nor
    * steps nor calls AfterOptimizerStep, drops the gradients, logs it once
    * and counts it (metric skipped_steps). NULL = always step. */
   rh_Error* (*ShouldStep)(rh_StrategyInstance* instance, int32_t* step);
-  /* Optional (ABI 1.3). optim_wrapper.clip_grad over sharded gradients:
+  /* ABI 1.3. Optional. optim_wrapper.clip_grad over sharded gradients:
    * *value holds this rank's share of the norm over the optimizer's
    * gradients (of the sum of |g|^norm_type, or max |g| when norm_type is
    * inf); the strategy replaces it by the whole job's (a sum in double, or
@@ -399,12 +402,12 @@ typedef struct rh_StrategyVtable {
    * sharded. With OptimizerParams and no ReduceGradNorm, clip_grad is
    * refused. */
   rh_Error* (*ReduceGradNorm)(rh_StrategyInstance* instance, double norm_type, double* value);
-  /* Optional (ABI 1.3). Whole parameters of `unit` (-1: the tied ones,
+  /* ABI 1.3. Optional. Whole parameters of `unit` (-1: the tied ones,
    * rh_ParamInfo.tied) for checkpoints and loads; collective, every
    * rank calls it with the same arguments. Required with load_phase
    * RH_LOAD_AFTER_WRAP or sharded_checkpoint. */
   rh_Error* (*UnitParams)(rh_StrategyInstance* instance, int32_t unit, rh_UnitParamsOp op);
-  /* Optional (ABI 1.9). `runner-host --estimate-memory`: what args->rank of
+  /* ABI 1.9. Optional. `runner-host --estimate-memory`: what args->rank of
    * a job of args->world_size ranks keeps, from the parameters' sizes and
    * the strategy's config alone. Called on an instance just created (no
    * SetupEnv, no communicator, no model): it must allocate nothing of the

@@ -19,6 +19,7 @@
 namespace fs = std::filesystem;
 using rh::test::quote;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -317,6 +318,97 @@ TEST_F(BadInputCorpusTest, ConfigSamplerShuffleBesideShuffle) {
        "both"});
 }
 
+// ---- what the run asks of the job: checked before a rank is launched --------
+
+// The job without its train_cfg line: training (the default mode) needs it.
+const std::string kJobWithoutTrainCfg = "work_dir: work\nseed: 1\n" + kModel + kTrainData +
+                                        "optim_wrapper: {optimizer: {type: SGD, lr: 0.1}}\n";
+
+// Refused by --dry-run, by a run, and by the launcher before it starts a
+// rank (the message once, from the program, and no rank's exit).
+TEST_F(BadInputCorpusTest, ConfigTrainModeWithoutTrainCfg) {
+  const char* kMessage =
+      "job.yaml:1:1: train mode needs train_cfg (max_epochs or max_iters); --mode val or "
+      "--mode test evaluate without it";
+  expect_job_refused(kJobWithoutTrainCfg, "--dry-run", 2, {kMessage});
+  expect_job_refused(kJobWithoutTrainCfg, "", 2, {kMessage});
+  dir.write("job.yaml", kJobWithoutTrainCfg);
+  auto r = rh::test::run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " +
+                                 runner_host() +
+                                 " --config job.yaml --nproc-per-node 2 --master-port 0");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(kMessage));
+  EXPECT_THAT(r.output, Not(HasSubstr("[rank "))) << "a rank was launched";
+  EXPECT_FALSE(fs::exists(dir / "work" / "job.yaml"));
+}
+
+TEST_F(BadInputCorpusTest, ConfigValModeWithoutValData) {
+  expect_job_refused(kJob, "--mode val --dry-run", 2,
+                     {"job.yaml:1:1: data: --mode val needs data.val"});
+}
+
+// AmpOptimWrapper in float16 where LibTorch can only run on the CPU and has
+// no CPU float16 autocast (before 2.4): refused when the strategy is
+// created (step 1), so by --dry-run; LibTorch 2.4 and later run it.
+TEST_F(BadInputCorpusTest, ConfigAmpFloat16OnACpuOnlyLibTorch) {
+  const std::string job = "work_dir: work\nseed: 1\n" + kModel + kTrainData +
+                          "optim_wrapper: {type: AmpOptimWrapper, dtype: float16, optimizer: "
+                          "{type: SGD, lr: 0.1}}\ntrain_cfg: {max_epochs: 1}\n";
+  if (RH_TEST_CPU_FP16) {
+    expect_job_refused(job, "--dry-run", 0, {"dry run: the job is valid"});
+    return;
+  }
+  expect_job_refused(job, "--dry-run", 2,
+                     {"job.yaml:6:47: optim_wrapper.dtype: AmpOptimWrapper in float16 on the "
+                      "CPU: LibTorch ",
+                      " has no float16 autocast (or matrix multiply) on the CPU; use dtype: "
+                      "bfloat16, or train on a GPU"});
+}
+
+// fsdp's float16 parameters on a CPU-only LibTorch 1.x (no float16 matrix
+// multiply on the CPU): refused at create, where SetupEnv refused it after
+// the rendezvous (exit 1); LibTorch 2.x trains in it.
+TEST_F(BadInputCorpusTest, PluginFsdpFloat16OnACpuOnlyLibTorch) {
+  const std::string job =
+      kJob + "strategy: {type: fsdp, mixed_precision: {param_dtype: float16}}\n";
+  if (!RH_TEST_TORCH1) {
+    expect_job_refused(job, "--dry-run", 0, {"dry run: the job is valid"});
+    return;
+  }
+  expect_job_refused(job, "--dry-run", 2,
+                     {"job.yaml:10:55: strategy.mixed_precision.param_dtype: float16 on the CPU: "
+                      "LibTorch ",
+                      " has no float16 matrix multiply on the CPU; use bfloat16 or run on a GPU"});
+}
+
+// clip_grad beside a strategy that hands the optimizer its own tensors
+// without ReduceGradNorm: refused at create (step 1), by --dry-run, where
+// it came at step 7, after the rendezvous and the model.
+TEST_F(BadInputCorpusTest, PluginClipGradWithoutReduceGradNorm) {
+  const std::string job = "work_dir: work\nseed: 1\n" + kModel + kTrainData +
+                          "optim_wrapper: {optimizer: {type: SGD, lr: 0.1}, clip_grad: "
+                          "{max_norm: 1.0}}\ntrain_cfg: {max_epochs: 1}\nstrategy: {type: "
+                          "own_optimizer, plugin: " +
+                          plugin("rh_test_own_optimizer") + "}\n";
+  // Under the launcher: the program checks the job and its plugins once
+  // (cli/LaunchCheck.hpp) and launches no rank; the message comes once.
+  dir.write("job.yaml", job);
+  auto r = rh::test::run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " +
+                                 runner_host() +
+                                 " --config job.yaml --nproc-per-node 2 --master-port 0");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  const std::string message = "job.yaml:6:61: optim_wrapper.clip_grad: strategy 'own_optimizer'";
+  ASSERT_THAT(r.output, HasSubstr(message));
+  EXPECT_EQ(r.output.find(message), r.output.rfind(message)) << "said more than once:\n"
+                                                             << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("[rank "))) << "a rank was launched";
+  expect_job_refused(job, "--dry-run", 2,
+                     {"job.yaml:6:61: optim_wrapper.clip_grad: strategy 'own_optimizer'",
+                      " hands the optimizer its own tensors (OptimizerParams) and has no "
+                      "ReduceGradNorm (ABI 1.3): clip_grad needs the gradient norm over every "
+                      "rank's shards"});
+}
+
 TEST_F(BadInputCorpusTest, ModelTorchScriptFileMissing) {
   expect_job_refused(
       "work_dir: work\nmodel: {type: torchscript, path: nope.pt}\n" + kTrainData + kRest, "", 2,
@@ -381,7 +473,7 @@ TEST_F(BadInputCorpusTest, CliFreePortWithSeveralNodesConflicts) {
 
 TEST_F(BadInputCorpusTest, CliMinNodesWithoutMaxRestarts) {
   expect_job_refused(kJob, "--nproc-per-node 2 --nnodes 2 --min-nodes 1", 2,
-                     {"--min-nodes needs --max-restarts: without restarts a lost node ends the "
+                     {"--min-nodes 1 needs --max-restarts: without restarts a lost node ends the "
                       "job whatever the minimum"});
 }
 
@@ -399,8 +491,12 @@ TEST_F(BadInputCorpusTest, CliStrayArgumentIsRefused) {
 
 // ============================== plugins =========================================
 
+// train_cfg last, so that the lines above keep their numbers: a job
+// trained without it is refused before its plugins are loaded.
+const std::string kLastTrainCfg = "train_cfg: {max_epochs: 1}\n";
+
 std::string job_with_hook(const std::string& hook_lines) {
-  return kModel + "hooks:\n  - type: " + hook_lines;
+  return kModel + "hooks:\n  - type: " + hook_lines + kLastTrainCfg;
 }
 
 TEST_F(BadInputCorpusTest, PluginFileNotFound) {
@@ -465,7 +561,7 @@ TEST_F(BadInputCorpusTest, PluginThatDoesNotProvideTheType) {
 }
 
 TEST_F(BadInputCorpusTest, PluginTypeNotFoundSuggestsTheClosest) {
-  expect_job_refused(kModel + "checkpoint_io: {type: safetensor}\n", "--dry-run", 2,
+  expect_job_refused(kModel + "checkpoint_io: {type: safetensor}\n" + kLastTrainCfg, "--dry-run", 2,
                      {"job.yaml:2:23: checkpoint_io.type: no checkpoint_io plugin provides type "
                       "'safetensor' (did you mean 'safetensors'?)",
                       "librh_ckpt_io_safetensor.so", "searched: install " RH_PLUGIN_OUTPUT_DIR});
@@ -485,7 +581,8 @@ TEST_F(BadInputCorpusTest, PluginKeyOfTheWrongTypeNamesThePlugin) {
 }
 
 TEST_F(BadInputCorpusTest, PluginStrategyKeyOutOfRange) {
-  expect_job_refused(kModel + "strategy: {type: ddp, bucket_cap_mb: -1}\n", "--dry-run", 2,
+  expect_job_refused(kModel + "strategy: {type: ddp, bucket_cap_mb: -1}\n" + kLastTrainCfg,
+                     "--dry-run", 2,
                      {"strategy 'ddp' (rh_strategy_ddp, " RH_PLUGIN_OUTPUT_DIR
                       "/librh_strategy_ddp.so): Create failed: job.yaml:2:38: "
                       "strategy.bucket_cap_mb: must be > 0"});
@@ -798,18 +895,17 @@ TEST_F(BrokenInstallTest, InstallWithoutTheRunnerLibrary) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("cannot load the runner library (reinstall runner-host): " +
                                   library().string() + ": cannot open shared object file"));
-  // --help and the launcher never need it: the launcher starts its workers,
-  // and each of them reports the missing library.
+  // --help never needs it. The launcher does not either, but its check
+  // before launch (cli/LaunchCheck.hpp) runs the job's checks in a child of
+  // the program, which reports the missing library once: no worker starts.
   auto help = run_copy("--help");
   EXPECT_EQ(help.exit_code, 0) << help.output;
   EXPECT_THAT(help.output, HasSubstr("--nproc-per-node"));
   auto launched = run_copy("--config job.yaml --nproc-per-node 2 --master-port 0");
-  EXPECT_NE(launched.exit_code, 0) << launched.output;
-  // (The first worker to fail stops the other, which may not get to say it.)
-  EXPECT_THAT(launched.output,
-              ::testing::ContainsRegex("\\[rank [01]\\] runner-host: error: cannot load the "
-                                       "runner library \\(reinstall runner-host\\)"));
-  EXPECT_THAT(launched.output, ::testing::ContainsRegex("rank [01] exited with code 2"));
+  EXPECT_EQ(launched.exit_code, 2) << launched.output;
+  EXPECT_THAT(launched.output, HasSubstr("runner-host: error: cannot load the runner library "
+                                         "(reinstall runner-host)"));
+  EXPECT_THAT(launched.output, Not(HasSubstr("[rank "))) << "a rank was launched";
   const std::string changes = describe_changes(before, snapshot(dir.path()));
   EXPECT_TRUE(changes.empty()) << "the refused runs changed files:\n" << changes;
 }

@@ -20,6 +20,9 @@ namespace {
 const std::string kAbi =
     "ABI " + std::to_string(RH_ABI_VERSION_MAJOR) + "." + std::to_string(RH_ABI_VERSION_MINOR);
 
+// train_cfg last, so that the lines above it keep their numbers: a job
+// trained (the default mode) without it is refused before its plugins load.
+const std::string kLastTrainCfg = "train_cfg: {max_epochs: 1}\n";
 const std::string kValidJob =
     "model: {type: mlp, in_features: 4, num_classes: 2}\n"
     "train_cfg: {max_epochs: 2}\n"
@@ -151,10 +154,12 @@ TEST_F(CliTest, BaseAndOverridesAreMergedInPrintConfig) {
 }
 
 TEST_F(CliTest, DefaultStrategyIsSingleAndShownInPrintConfig) {
-  auto r = run_job("model: {type: mlp, in_features: 4, num_classes: 2}\n", "--print-config");
+  auto r = run_job("model: {type: mlp, in_features: 4, num_classes: 2}\n" + kLastTrainCfg,
+                   "--print-config");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("strategy:\n  type: single"));
-  auto dry = run_job("model: {type: mlp, in_features: 4, num_classes: 2}\n", "--dry-run");
+  auto dry =
+      run_job("model: {type: mlp, in_features: 4, num_classes: 2}\n" + kLastTrainCfg, "--dry-run");
   EXPECT_EQ(dry.exit_code, 0) << dry.output;
   EXPECT_THAT(dry.output, HasSubstr("strategy single, 0 hook(s)"));
 }
@@ -177,10 +182,11 @@ TEST_F(CliTest, LoopTypesOtherThanValLoopAndTestLoopAreRefused) {
 TEST_F(CliTest, BadLogLevel) {
   EXPECT_INVALID(run_job(kValidJob, "--dry-run --log-level loud"),
                  "--log-level: expected trace, debug");
-  EXPECT_INVALID(
-      run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nlog_level: inof\n", "--dry-run"),
-      "log_level: expected one of trace, debug, info, warn, error, got 'inof' (did you "
-      "mean 'info'?)");
+  EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nlog_level: inof\n" +
+                             kLastTrainCfg,
+                         "--dry-run"),
+                 "log_level: expected one of trace, debug, info, warn, error, got 'inof' (did you "
+                 "mean 'info'?)");
 }
 
 TEST_F(CliTest, SetOnAnUnknownPath) {
@@ -193,18 +199,22 @@ TEST_F(CliTest, SetOnAnUnknownPath) {
 
 TEST_F(CliTest, UnknownPluginKeyIsReportedByThePlugin) {
   EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nstrategy: {type: "
-                         "single, devce: cpu}\n",
+                         "single, devce: cpu}\n" +
+                             kLastTrainCfg,
                          "--dry-run"),
                  "strategy.devce: unknown key for strategy 'single' (did you mean 'device'?)");
   EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nstrategy: {type: "
-                         "single, device: tpu}\n",
+                         "single, device: tpu}\n" +
+                             kLastTrainCfg,
                          "--dry-run"),
                  "strategy.device: expected auto, cpu, cuda or cuda:N, got 'tpu'");
 }
 
 TEST_F(CliTest, PluginNotFoundListsTheSearchPath) {
-  auto r = run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nstrategy: {type: singel}\n",
-                   "--dry-run --plugin-path extra");
+  auto r =
+      run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nstrategy: {type: singel}\n" +
+                  kLastTrainCfg,
+              "--dry-run --plugin-path extra");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output,
               HasSubstr("job.yaml:2:18: strategy.type: no strategy plugin provides type 'singel' "
@@ -216,7 +226,7 @@ TEST_F(CliTest, PluginNotFoundListsTheSearchPath) {
 TEST_F(CliTest, ExplicitPluginThatIsNotAPlugin) {
   EXPECT_INVALID(
       run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: x, plugin: " +
-                  plugin("rh_test_not_a_plugin") + "}\n",
+                  plugin("rh_test_not_a_plugin") + "}\n" + kLastTrainCfg,
               "--dry-run"),
       "does not export rh_plugin_info");
 }
@@ -224,13 +234,13 @@ TEST_F(CliTest, ExplicitPluginThatIsNotAPlugin) {
 TEST_F(CliTest, ExplicitPluginWithWrongAbiMajor) {
   EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: "
                          "wrong_major, plugin: " +
-                             plugin("rh_test_wrong_major") + "}\n",
+                             plugin("rh_test_wrong_major") + "}\n" + kLastTrainCfg,
                          "--dry-run"),
                  "hooks.0.plugin: cannot use plugin");
   auto r = run_job(
       "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: wrong_major, "
       "plugin: " +
-          plugin("rh_test_wrong_major") + "}\n",
+          plugin("rh_test_wrong_major") + "}\n" + kLastTrainCfg,
       "--dry-run");
   EXPECT_THAT(r.output, HasSubstr("ABI 2.0"));
 }
@@ -238,7 +248,7 @@ TEST_F(CliTest, ExplicitPluginWithWrongAbiMajor) {
 TEST_F(CliTest, ExplicitPluginWithMismatchedNativeTag) {
   EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: "
                          "native_mismatch, plugin: " +
-                             plugin("rh_test_native_mismatch") + "}\n",
+                             plugin("rh_test_native_mismatch") + "}\n" + kLastTrainCfg,
                          "--dry-run"),
                  "native ABI tag mismatch: the plugin was built against torch 0.0.0-test");
 }
@@ -246,7 +256,7 @@ TEST_F(CliTest, ExplicitPluginWithMismatchedNativeTag) {
 TEST_F(CliTest, PluginInitError) {
   EXPECT_INVALID(run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: "
                          "init_error, plugin: " +
-                             plugin("rh_test_init_error") + "}\n",
+                             plugin("rh_test_init_error") + "}\n" + kLastTrainCfg,
                          "--dry-run"),
                  "Init failed: license server unreachable (test)");
 }
@@ -255,7 +265,7 @@ TEST_F(CliTest, PluginCreateThrowingIsContainedAndTheHostExitsCleanly) {
   auto r = run_job(
       "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: create_throws, "
       "plugin: " +
-          plugin("rh_test_create_throws") + "}\n",
+          plugin("rh_test_create_throws") + "}\n" + kLastTrainCfg,
       "--dry-run");
   EXPECT_EQ(r.signal, 0) << "the host crashed: " << r.output;
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -267,7 +277,8 @@ TEST_F(CliTest, RelativePluginPathIsRelativeToTheJobFile) {
   fs::copy_file(plugin("rh_test_golden_v1"), dir / "jobs/plugins/libgolden.so");
   dir.write("jobs/job.yaml",
             "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: golden_v1, "
-            "plugin: plugins/libgolden.so}\n");
+            "plugin: plugins/libgolden.so}\n" +
+                kLastTrainCfg);
   auto r = run("--config jobs/job.yaml --dry-run");
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
@@ -280,7 +291,8 @@ TEST_F(CliTest, ComponentsAreGivenTheJobFilesDirectory) {
   fs::copy_file(plugin("rh_test_helper_hook"), dir / "jobs/plugins/libhelper.so");
   dir.write("jobs/job.yaml",
             "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: helper_hook, "
-            "plugin: plugins/libhelper.so, log_dirs: true}\n");
+            "plugin: plugins/libhelper.so, log_dirs: true}\n" +
+                kLastTrainCfg);
   auto r = rh::test::run_command("cd " + quote((dir / "elsewhere").string()) + " && " +
                                  quote(RH_RUNNER_HOST) + " --config ../jobs/job.yaml --dry-run");
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -355,7 +367,8 @@ TEST_F(CliTest, ABrokenLibraryNamedForAUsedTypeIsAnErrorNamingTheFile) {
   fs::create_directories(dir / "extra");
   dir.write("extra/librh_hook_broken.so", "not a library");
   EXPECT_INVALID(
-      run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: broken}\n",
+      run_job("model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: broken}\n" +
+                  kLastTrainCfg,
               "--dry-run --plugin-path extra"),
       "job.yaml:3:12: hooks.0.type: hook 'broken': cannot use " +
           (dir / "extra/librh_hook_broken.so").string() +
@@ -367,7 +380,8 @@ TEST_F(CliTest, RelativePluginPathEntriesAreRelativeToTheJobFileAndLogged) {
   fs::create_directories(dir / "cwd");
   fs::copy_file(plugin("rh_test_golden_v1"), dir / "jobs/plugins/librh_hook_golden_v1.so");
   dir.write("jobs/job.yaml",
-            "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: golden_v1}\n");
+            "model: {type: mlp, in_features: 4, num_classes: 2}\nhooks:\n  - {type: golden_v1}\n" +
+                kLastTrainCfg);
   // Run from cwd/: "." and "plugins" must mean jobs/ and jobs/plugins.
   auto r = run("--config ../jobs/job.yaml --dry-run --plugin-path plugins",
                "-C " + quote((dir / "cwd").string()));

@@ -52,13 +52,32 @@ TEST(LaunchCli, TwoRanksPrintTheVersionOnceEach) {
   }
 }
 
+// A worker's exit code is the launcher's: here the training set's file is
+// missing, which the workers find when they build their loaders (the job
+// itself is valid, so the check before launch lets it through).
 TEST(LaunchCli, WorkersFailingGiveTheirCode) {
   rh::test::TempDir dir;
-  auto r = run("--nproc-per-node 2 --config " + quote((dir / "missing.yaml").string()));
+  dir.write("job.yaml",
+            "model: {type: mlp, in_features: 2, num_classes: 2}\ntrain_cfg: {max_epochs: 1}\n"
+            "strategy: {type: ddp}\ndata:\n  train: {dataset: {type: csv, path: missing.csv, "
+            "label_column: 2}, batch_size: 2}\n");
+  auto r = run("--nproc-per-node 2 --master-port 0 --config " + quote((dir / "job.yaml").string()));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, ::testing::ContainsRegex("\\[rank [01]\\] runner-host: error: "));
   EXPECT_THAT(r.output,
               ::testing::ContainsRegex("runner-host launcher: rank [01] exited with code 2"));
+}
+
+// A job that cannot run at all (here: no such file) is refused once by the
+// program before it launches a rank (cli/LaunchCheck.hpp).
+TEST(LaunchCli, AnInvalidJobIsRefusedBeforeAnyRankIsLaunched) {
+  rh::test::TempDir dir;
+  auto r = run("--nproc-per-node 2 --config " + quote((dir / "missing.yaml").string()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("runner-host: error: "));
+  EXPECT_THAT(r.output, HasSubstr("missing.yaml"));
+  EXPECT_THAT(r.output, Not(HasSubstr("[rank "))) << "a rank was launched";
+  EXPECT_THAT(r.output, Not(HasSubstr("launcher"))) << r.output;
 }
 
 TEST(LaunchCli, BadLauncherOptions) {

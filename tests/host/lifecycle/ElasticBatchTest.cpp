@@ -6,6 +6,7 @@
 
 #include "config/ConfigNode.hpp"
 #include "config/YamlReader.hpp"
+#include "job/JobSettings.hpp"
 #include "lifecycle/ElasticBatch.hpp"
 
 using rh::lifecycle::elastic_batch;
@@ -17,9 +18,14 @@ rh::config::NodePtr job(const std::string& yaml) {
   return rh::config::parse_yaml(yaml, "job.yaml");
 }
 
+// The dist keys as the Runner reads them (config::read_settings).
+rh::config::DistCfg dist(const std::string& yaml) {
+  return rh::config::read_settings(*job(yaml)).dist;
+}
+
 std::string refusal(const std::string& yaml, size_t batch, int first, int now) {
   try {
-    elastic_batch(*job(yaml), batch, first, now);
+    elastic_batch(dist(yaml), batch, first, now);
   } catch (const rh::config::ConfigError& e) {
     return e.what();
   }
@@ -28,11 +34,11 @@ std::string refusal(const std::string& yaml, size_t batch, int first, int now) {
 
 TEST(ElasticBatch, NotElasticOrTheSameWorldChangesNothing) {
   auto j = job("seed: 1\n");
-  auto b = elastic_batch(*j, 16, 0, 2);
+  auto b = elastic_batch(rh::config::read_settings(*j).dist, 16, 0, 2);
   EXPECT_EQ(b.batch_size, 16u);
   EXPECT_EQ(b.micro_batches, 1);
   EXPECT_EQ(b.log, "");
-  b = elastic_batch(*j, 16, 4, 4);
+  b = elastic_batch(rh::config::read_settings(*j).dist, 16, 4, 4);
   EXPECT_EQ(b.batch_size, 16u);
   EXPECT_EQ(b.micro_batches, 1);
 }
@@ -40,7 +46,7 @@ TEST(ElasticBatch, NotElasticOrTheSameWorldChangesNothing) {
 TEST(ElasticBatch, AccumulationIsTheDefault) {
   for (const char* yaml : {"seed: 1\n", "dist: {keep_global_batch: accumulate}\n",
                            "dist: {keep_global_batch: true}\n"}) {
-    auto b = elastic_batch(*job(yaml), 16, 4, 2);
+    auto b = elastic_batch(dist(yaml), 16, 4, 2);
     EXPECT_EQ(b.batch_size, 32u) << yaml;
     EXPECT_EQ(b.micro_batches, 2) << yaml;
     EXPECT_THAT(b.log, HasSubstr("the global batch of 64 (16 per rank x 4 ranks at the first "
@@ -50,11 +56,11 @@ TEST(ElasticBatch, AccumulationIsTheDefault) {
 }
 
 TEST(ElasticBatch, ALargerBatchOrNone) {
-  auto b = elastic_batch(*job("dist: {keep_global_batch: batch_size}\n"), 8, 6, 4);
+  auto b = elastic_batch(dist("dist: {keep_global_batch: batch_size}\n"), 8, 6, 4);
   EXPECT_EQ(b.batch_size, 12u);
   EXPECT_EQ(b.micro_batches, 1);
   EXPECT_THAT(b.log, HasSubstr("is kept by a larger batch: 12 per rank"));
-  b = elastic_batch(*job("dist: {keep_global_batch: false}\n"), 8, 6, 4);
+  b = elastic_batch(dist("dist: {keep_global_batch: false}\n"), 8, 6, 4);
   EXPECT_EQ(b.batch_size, 8u);
   EXPECT_EQ(b.micro_batches, 1);
   EXPECT_THAT(b.log, HasSubstr("is not kept (dist.keep_global_batch: false): it is 32 now"));

@@ -4,7 +4,8 @@
 // static functions that route each call to the class and catch every
 // exception (rh::guard), so nothing C++ crosses the ABI. Optional methods
 // that the class does not define become NULL vtable entries (the host's
-// documented default).
+// documented default); one it defines with another signature than the
+// adapter calls is a compile error, not a NULL entry.
 //
 //   class TraceHook {
 //    public:
@@ -13,11 +14,14 @@
 //     uint64_t event_mask() const;                               // optional
 //     int32_t priority() const;                                  // optional
 //   };
-//   static const rh_Component kComponents[] = {
-//     {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_HOOK, RH_STR("trace"),
-//      RH_STR("records every event"), &rh::HookAdapter<TraceHook>::vtable}};
+//   const rh_Component kComponents[] = {
+//       rh::hook_component<TraceHook>("trace", "records every event")};
+//   const rh_PluginInfo kInfo =
+//       rh::plugin_info("my_hooks", "0.1.0", RH_NATIVE_TAG_NONE, kComponents);
+//   RH_PLUGIN_ENTRY(kInfo)
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 #include <utility>
 
@@ -33,40 +37,71 @@ namespace rh {
   template <class T>                 \
   struct name<T, std::void_t<decltype(expr)>> : std::true_type {}
 
+// An optional method: `name<T>::value` is whether T defines `method` so that
+// the adapter can call it as `expr` does. A class that has a member of that
+// name which cannot be called so (a non-const reference where the host passes
+// a const one, a missing const, another argument type) does not compile:
+// silently leaving the entry NULL would make the plugin look right and skip
+// the method. The signature the adapter expects is in the comment above each
+// use below and in docs/writing-a-strategy.md.
+#define RH_DETAIL_METHOD(name, method, expr)                                         \
+  RH_DETAIL_DETECT(name##_callable, expr);                                           \
+  RH_DETAIL_DETECT(name##_named, &T::method);                                        \
+  template <class T>                                                                 \
+  struct name : name##_callable<T> {                                                 \
+    static_assert(name##_callable<T>::value || !name##_named<T>::value,              \
+                  "rh/cpp/plugin.hpp: " #method                                      \
+                  "() has the wrong signature for its vtable entry, which would be " \
+                  "left NULL: declare it as the comment in rh/cpp/plugin.hpp says"); \
+  }
+
 namespace detail {
-RH_DETAIL_DETECT(has_event_mask, std::declval<const T&>().event_mask());
-RH_DETAIL_DETECT(has_priority, std::declval<const T&>().priority());
-RH_DETAIL_DETECT(has_traits, std::declval<const T&>().traits(std::declval<rh_StrategyTraits&>()));
-RH_DETAIL_DETECT(has_wrap, std::declval<T&>().wrap(std::declval<const rh_WrapArgs&>()));
-RH_DETAIL_DETECT(has_optimizer_params,
+// uint64_t event_mask() const; int32_t priority() const.
+RH_DETAIL_METHOD(has_event_mask, event_mask, std::declval<const T&>().event_mask());
+RH_DETAIL_METHOD(has_priority, priority, std::declval<const T&>().priority());
+// void traits(rh_StrategyTraits& out) const.
+RH_DETAIL_METHOD(has_traits, traits,
+                 std::declval<const T&>().traits(std::declval<rh_StrategyTraits&>()));
+// void wrap(const rh_WrapArgs&); void optimizer_params(const rh_OptimParamSink&);
+// void sync_gradients(bool sync); void after_optimizer_step();
+// void state_export(rh_StateDict*); void state_import(const rh_StateDict*);
+// void teardown(); void before_backward(bool sync) (ABI 1.1).
+RH_DETAIL_METHOD(has_wrap, wrap, std::declval<T&>().wrap(std::declval<const rh_WrapArgs&>()));
+RH_DETAIL_METHOD(has_optimizer_params, optimizer_params,
                  std::declval<T&>().optimizer_params(std::declval<const rh_OptimParamSink&>()));
-RH_DETAIL_DETECT(has_sync_gradients, std::declval<T&>().sync_gradients(true));
-RH_DETAIL_DETECT(has_after_optimizer_step, std::declval<T&>().after_optimizer_step());
-RH_DETAIL_DETECT(has_state_export, std::declval<T&>().state_export(std::declval<rh_StateDict*>()));
-RH_DETAIL_DETECT(has_state_import,
+RH_DETAIL_METHOD(has_sync_gradients, sync_gradients, std::declval<T&>().sync_gradients(true));
+RH_DETAIL_METHOD(has_after_optimizer_step, after_optimizer_step,
+                 std::declval<T&>().after_optimizer_step());
+RH_DETAIL_METHOD(has_state_export, state_export,
+                 std::declval<T&>().state_export(std::declval<rh_StateDict*>()));
+RH_DETAIL_METHOD(has_state_import, state_import,
                  std::declval<T&>().state_import(std::declval<const rh_StateDict*>()));
-RH_DETAIL_DETECT(has_teardown, std::declval<T&>().teardown());
-RH_DETAIL_DETECT(has_before_backward, std::declval<T&>().before_backward(true));
+RH_DETAIL_METHOD(has_teardown, teardown, std::declval<T&>().teardown());
+RH_DETAIL_METHOD(has_before_backward, before_backward, std::declval<T&>().before_backward(true));
 // ABI 1.3: double loss_scale(); bool should_step(); double reduce_grad_norm(double norm_type,
 // double local); void unit_params(int32_t unit, rh_UnitParamsOp op).
-RH_DETAIL_DETECT(has_loss_scale, std::declval<T&>().loss_scale());
-RH_DETAIL_DETECT(has_should_step, std::declval<T&>().should_step());
-RH_DETAIL_DETECT(has_reduce_grad_norm, std::declval<T&>().reduce_grad_norm(2.0, 1.0));
-RH_DETAIL_DETECT(has_unit_params,
+RH_DETAIL_METHOD(has_loss_scale, loss_scale, std::declval<T&>().loss_scale());
+RH_DETAIL_METHOD(has_should_step, should_step, std::declval<T&>().should_step());
+RH_DETAIL_METHOD(has_reduce_grad_norm, reduce_grad_norm,
+                 std::declval<T&>().reduce_grad_norm(2.0, 1.0));
+RH_DETAIL_METHOD(has_unit_params, unit_params,
                  std::declval<T&>().unit_params(int32_t{0}, RH_UNIT_PARAMS_GATHER));
-RH_DETAIL_DETECT(has_verify,
+// void verify(const rh_CheckpointFileArgs&); void flush();
+// ABI 1.5: void load_slices(const rh_CheckpointFileArgs&, const rh_CheckpointSlice*, size_t).
+RH_DETAIL_METHOD(has_verify, verify,
                  std::declval<T&>().verify(std::declval<const rh_CheckpointFileArgs&>()));
-RH_DETAIL_DETECT(has_flush, std::declval<T&>().flush());
-RH_DETAIL_DETECT(has_load_slices,
+RH_DETAIL_METHOD(has_flush, flush, std::declval<T&>().flush());
+RH_DETAIL_METHOD(has_load_slices, load_slices,
                  std::declval<T&>().load_slices(std::declval<const rh_CheckpointFileArgs&>(),
                                                 std::declval<const rh_CheckpointSlice*>(),
                                                 size_t{}));
 // ABI 1.9: void estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out).
-RH_DETAIL_DETECT(has_estimate_memory,
+RH_DETAIL_METHOD(has_estimate_memory, estimate_memory,
                  std::declval<T&>().estimate_memory(std::declval<const rh_MemoryEstimateArgs&>(),
                                                     std::declval<rh_MemoryEstimate&>()));
 // ABI 1.6: bool saves_in_background() const.
-RH_DETAIL_DETECT(has_saves_in_background, std::declval<const T&>().saves_in_background());
+RH_DETAIL_METHOD(has_saves_in_background, saves_in_background,
+                 std::declval<const T&>().saves_in_background());
 
 // What every adapter allocates per instance: the host table (to build
 // errors) next to the user's object.
@@ -276,6 +311,71 @@ struct CheckpointIoAdapter {
       detail::has_saves_in_background<T>::value ? &SavesInBackground : nullptr,
   };
 };
+
+// ---- The library's entry point -------------------------------------------
+// One component of this library, its vtable made by T's adapter:
+//   const rh_Component kComponents[] = {
+//       rh::strategy_component<DdpStrategy>("ddp", "data parallel: ...")};
+//   const rh_PluginInfo kInfo =
+//       rh::plugin_info("rh_strategy_ddp", "0.1.0", RH_NATIVE_TAG_TORCH, kComponents);
+//   RH_PLUGIN_ENTRY(kInfo)
+// The strings are literals (static, as rh_Component and rh_PluginInfo ask).
+namespace detail {
+template <size_t N>
+constexpr rh_StringView view(const char (&literal)[N]) {
+  return rh_StringView{literal, N - 1};
+}
+template <size_t N, size_t M>
+constexpr rh_Component component(rh_ComponentKind kind, const char (&type_name)[N],
+                                 const char (&description)[M], const void* vtable) {
+  return {RH_COMPONENT_STRUCT_SIZE, kind, view(type_name), view(description), vtable};
+}
+}  // namespace detail
+
+template <class T, size_t N, size_t M>
+constexpr rh_Component strategy_component(const char (&type_name)[N],
+                                          const char (&description)[M]) {
+  return detail::component(RH_COMPONENT_STRATEGY, type_name, description,
+                           &StrategyAdapter<T>::vtable);
+}
+template <class T, size_t N, size_t M>
+constexpr rh_Component hook_component(const char (&type_name)[N], const char (&description)[M]) {
+  return detail::component(RH_COMPONENT_HOOK, type_name, description, &HookAdapter<T>::vtable);
+}
+template <class T, size_t N, size_t M>
+constexpr rh_Component checkpoint_io_component(const char (&type_name)[N],
+                                               const char (&description)[M]) {
+  return detail::component(RH_COMPONENT_CHECKPOINT_IO, type_name, description,
+                           &CheckpointIoAdapter<T>::vtable);
+}
+
+// The library's rh_PluginInfo: built against this SDK's ABI, `components`
+// a namespace-scope array, no Init or Shutdown (write the struct by hand for
+// those). `native_tag`: RH_NATIVE_TAG_NONE, or RH_NATIVE_TAG_TORCH
+// (rh/cpp/torch.hpp) for a library that links LibTorch.
+template <size_t N, size_t V, size_t C>
+constexpr rh_PluginInfo plugin_info(const char (&name)[N], const char (&version)[V],
+                                    rh_NativeTag native_tag, const rh_Component (&components)[C]) {
+  return {RH_PLUGIN_INFO_STRUCT_SIZE,
+          RH_ABI_VERSION_MAJOR,
+          RH_ABI_VERSION_MINOR,
+          detail::view(name),
+          detail::view(version),
+          native_tag,
+          components,
+          C,
+          nullptr,
+          nullptr};
+}
+
+}  // namespace rh
+
+// Defines the library's entry point, returning `info` (an rh_PluginInfo at
+// namespace scope) to a host of any 1.x ABI.
+#define RH_PLUGIN_ENTRY(info) \
+  extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &(info); }
+
+namespace rh {
 
 // Logging from a component: rh::log(args.host, args.context, RH_LOG_INFO, "msg").
 inline void log(const rh_HostApi* host, rh_Context* context, rh_LogLevel level,

@@ -56,6 +56,19 @@ inline at::Tensor adopt_tensor(DLManagedTensor* t) { return compat::from_dlpack_
 // who must call its deleter.
 inline DLManagedTensor* export_tensor(const at::Tensor& t) { return at::toDLPack(t); }
 
+// Hands `t` to parameter `index` through a host entry that takes ownership
+// of an exported tensor when it succeeds (rh_ModelApi's Model_SetParamData,
+// Model_BindGrad): on an error the export is released (it stayed the
+// caller's) and the error thrown, so nothing leaks either way.
+inline void hand_param_tensor(const rh_HostApi* host,
+                              rh_Error* (*entry)(rh_Model*, size_t, DLManagedTensor*),
+                              rh_Model* model, size_t index, const at::Tensor& t) {
+  DLManagedTensor* dl = export_tensor(t);
+  rh_Error* err = entry(model, index, dl);
+  if (err != nullptr) dl->deleter(dl);
+  check(host, err);
+}
+
 // A strategy's or hook's own state entries of 1-d int64 (layouts, counters):
 // `who` names the component in errors ("strategy 'ddp'"), `prefix` the key
 // the host stores them under ("strategy.").
