@@ -8,6 +8,7 @@
 #include "config/YamlReader.hpp"
 #include "config/YamlWriter.hpp"
 #include "job/JobSchema.hpp"
+#include "job/JobSettings.hpp"
 
 namespace rh::fuzz {
 namespace {
@@ -58,7 +59,14 @@ void job_config(const uint8_t* data, size_t size) {
   } catch (const config::ConfigError&) {
     return;  // rejected with a located message: what the loader promises
   }
-  (void)config::validate_job(*loaded.root);
+  // A job the schema passes is read into the typed settings and checked
+  // against each mode: neither may throw (they read what the schema checked).
+  if (config::validate_job(*loaded.root).empty()) {
+    (void)config::read_settings(*loaded.root);
+    for (config::RunMode mode :
+         {config::RunMode::Train, config::RunMode::Val, config::RunMode::Test})
+      (void)config::check_run(*loaded.root, mode);
+  }
 
   // --print-config's output must read back to the same tree (YamlWriter.hpp).
   const std::string printed = config::to_yaml(*loaded.root);
