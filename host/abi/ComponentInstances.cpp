@@ -146,6 +146,33 @@ const rh_CheckpointIoVtable& CheckpointIoInstance::vtable() const {
   return std::get<rh_CheckpointIoVtable>(info_.component->vtable);
 }
 
+rh_Error* CheckpointIoInstance::save(const rh_CheckpointFileArgs& args) const {
+  return call_plugin(info_.what + " Save", [&] { return vtable().Save(handle_, &args); });
+}
+
+rh_Error* CheckpointIoInstance::load(const rh_CheckpointFileArgs& args) const {
+  return call_plugin(info_.what + " Load", [&] { return vtable().Load(handle_, &args); });
+}
+
+rh_Error* CheckpointIoInstance::flush() const {
+  if (!has_flush()) return nullptr;
+  return call_plugin(info_.what + " Flush", [&] { return vtable().Flush(handle_); });
+}
+
+rh_Error* CheckpointIoInstance::verify(const rh_CheckpointFileArgs& args) const {
+  if (!has_verify()) return nullptr;
+  return call_plugin(info_.what + " Verify", [&] { return vtable().Verify(handle_, &args); });
+}
+
+rh_Error* CheckpointIoInstance::load_slices(const rh_CheckpointFileArgs& args,
+                                            const rh_CheckpointSlice* slices,
+                                            size_t num_slices) const {
+  if (!has_load_slices())
+    return new_error(RH_ERROR_UNIMPLEMENTED, "it reads whole files only (no LoadSlices)");
+  return call_plugin(info_.what + " LoadSlices",
+                     [&] { return vtable().LoadSlices(handle_, &args, slices, num_slices); });
+}
+
 bool CheckpointIoInstance::saves_in_background() const {
   // The registry's copy of the vtable is zero past the plugin's struct_size.
   const auto fn = vtable().SavesInBackground;

@@ -118,12 +118,30 @@ class CheckpointIoInstance {
 
   const std::string& type() const { return info_.component->type_name; }
   const std::string& what() const { return info_.what; }
-  const rh_CheckpointIoVtable& vtable() const;
-  rh_CheckpointIoInstance* handle() const { return handle_; }
   // SavesInBackground (ABI 1.6): Save only queues the write.
   bool saves_in_background() const;
 
+  // One method per entry, each called through call_plugin (a C++
+  // exception escaping the plugin is contained): the entry's error, owned
+  // by the caller, or NULL. The callers name it (CheckpointStore throws it
+  // with the checkpoint's path; HostApi's CheckpointIo_* hand it to the
+  // plugin that wraps this one).
+  rh_Error* save(const rh_CheckpointFileArgs& args) const;
+  rh_Error* load(const rh_CheckpointFileArgs& args) const;
+  // Optional entries: has_*() says whether the plugin has it; absent, a
+  // call does nothing (flush, verify: NULL) or is refused (load_slices:
+  // RH_ERROR_UNIMPLEMENTED, "it reads whole files only").
+  bool has_flush() const { return vtable().Flush != nullptr; }
+  rh_Error* flush() const;
+  bool has_verify() const { return vtable().Verify != nullptr; }
+  rh_Error* verify(const rh_CheckpointFileArgs& args) const;
+  bool has_load_slices() const { return vtable().LoadSlices != nullptr; }
+  rh_Error* load_slices(const rh_CheckpointFileArgs& args, const rh_CheckpointSlice* slices,
+                        size_t num_slices) const;
+
  private:
+  const rh_CheckpointIoVtable& vtable() const;
+
   InstanceInfo info_;
   rh_CheckpointIoInstance* handle_;
 };

@@ -209,43 +209,34 @@ rh_Error* CheckpointIo_Create(rh_Context* context, const rh_ConfigNode* config,
 }
 void CheckpointIo_Destroy(rh_CheckpointIo* io) { delete io; }
 
-// Calls one function of the wrapped component; its error comes back named.
+// Calls one entry of the wrapped component; its error comes back named.
 template <class Fn>
 rh_Error* wrapped_call(rh_CheckpointIo* io, const char* fn_name, Fn&& fn) {
   if (io == nullptr || io->io == nullptr)
     return new_error(RH_ERROR_INVALID_ARGUMENT,
                      std::string("CheckpointIo_") + fn_name + ": NULL handle");
   const CheckpointIoInstance& c = *io->io;
-  const std::string what = c.what() + " " + fn_name;
-  rh_Error* error = call_plugin(what, [&] { return fn(c.vtable(), c.handle()); });
+  rh_Error* error = fn(c);
   if (error == nullptr) return nullptr;
   std::unique_ptr<rh_Error> owned(error);
-  return new_error(owned->code, what + ": " + owned->message);
+  return new_error(owned->code, c.what() + " " + fn_name + ": " + owned->message);
 }
 rh_Error* CheckpointIo_Save(rh_CheckpointIo* io, const rh_CheckpointFileArgs* args) {
-  return wrapped_call(io, "Save",
-                      [&](const rh_CheckpointIoVtable& vt, auto* h) { return vt.Save(h, args); });
+  return wrapped_call(io, "Save", [&](const CheckpointIoInstance& c) { return c.save(*args); });
 }
 rh_Error* CheckpointIo_Load(rh_CheckpointIo* io, const rh_CheckpointFileArgs* args) {
-  return wrapped_call(io, "Load",
-                      [&](const rh_CheckpointIoVtable& vt, auto* h) { return vt.Load(h, args); });
+  return wrapped_call(io, "Load", [&](const CheckpointIoInstance& c) { return c.load(*args); });
 }
 rh_Error* CheckpointIo_Verify(rh_CheckpointIo* io, const rh_CheckpointFileArgs* args) {
-  return wrapped_call(io, "Verify", [&](const rh_CheckpointIoVtable& vt, auto* h) {
-    return vt.Verify != nullptr ? vt.Verify(h, args) : nullptr;
-  });
+  return wrapped_call(io, "Verify", [&](const CheckpointIoInstance& c) { return c.verify(*args); });
 }
 rh_Error* CheckpointIo_Flush(rh_CheckpointIo* io) {
-  return wrapped_call(io, "Flush", [&](const rh_CheckpointIoVtable& vt, auto* h) {
-    return vt.Flush != nullptr ? vt.Flush(h) : nullptr;
-  });
+  return wrapped_call(io, "Flush", [&](const CheckpointIoInstance& c) { return c.flush(); });
 }
 rh_Error* CheckpointIo_LoadSlices(rh_CheckpointIo* io, const rh_CheckpointFileArgs* args,
                                   const rh_CheckpointSlice* slices, size_t num_slices) {
-  return wrapped_call(io, "LoadSlices", [&](const rh_CheckpointIoVtable& vt, auto* h) {
-    if (vt.LoadSlices == nullptr)
-      return new_error(RH_ERROR_UNIMPLEMENTED, "it reads whole files only (no LoadSlices)");
-    return vt.LoadSlices(h, args, slices, num_slices);
+  return wrapped_call(io, "LoadSlices", [&](const CheckpointIoInstance& c) {
+    return c.load_slices(*args, slices, num_slices);
   });
 }
 

@@ -235,8 +235,7 @@ void CheckpointStore::save_each(const fs::path& tmp, const std::vector<Checkpoin
       throw host::HostError(RH_ERROR_INVALID_ARGUMENT,
                             "checkpoint file stem '" + f.stem + "' is not a plain file name");
     rh_CheckpointFileArgs args = file_args(tmp, tmp_str, f.stem, f.dict);
-    rh_Error* err = host::call_plugin(io_.what() + " Save",
-                                      [&] { return io_.vtable().Save(io_.handle(), &args); });
+    rh_Error* err = io_.save(args);
     host::throw_if_error(err, context + ": " + io_.what() + " Save of '" + f.stem + "'");
   }
 }
@@ -246,9 +245,7 @@ void CheckpointStore::flush_with(const std::string& context) {
   if (common::fault_injected("ckpt_flush:fail"))
     throw host::HostError(
         RH_ERROR_IO, context + ": " + io_.what() + " Flush: injected failure (RH_FAULT_INJECT)");
-  if (io_.vtable().Flush == nullptr) return;
-  rh_Error* err =
-      host::call_plugin(io_.what() + " Flush", [&] { return io_.vtable().Flush(io_.handle()); });
+  rh_Error* err = io_.flush();
   host::throw_if_error(err, context + ": " + io_.what() + " Flush");
 }
 
@@ -514,13 +511,10 @@ void CheckpointStore::remove(const std::string& name) {
 bool CheckpointStore::load_slices(const fs::path& dir, const std::string& stem,
                                   const std::vector<rh_CheckpointSlice>& slices,
                                   rh_StateDict& out) const {
-  const rh_CheckpointIoVtable& vt = io_.vtable();
-  if (vt.LoadSlices == nullptr) return false;
+  if (!io_.has_load_slices()) return false;
   const std::string dir_str = dir.string();
   rh_CheckpointFileArgs args = file_args(dir, dir_str, stem, &out);
-  rh_Error* err = host::call_plugin(io_.what() + " LoadSlices", [&] {
-    return vt.LoadSlices(io_.handle(), &args, slices.data(), slices.size());
-  });
+  rh_Error* err = io_.load_slices(args, slices.data(), slices.size());
   if (err != nullptr && err->code == RH_ERROR_UNIMPLEMENTED) {  // a wrapper that cannot (1.6)
     delete err;
     return false;
@@ -532,8 +526,7 @@ bool CheckpointStore::load_slices(const fs::path& dir, const std::string& stem,
 void CheckpointStore::load(const fs::path& dir, const std::string& stem, rh_StateDict& out) const {
   const std::string dir_str = dir.string();
   rh_CheckpointFileArgs args = file_args(dir, dir_str, stem, &out);
-  rh_Error* err = host::call_plugin(io_.what() + " Load",
-                                    [&] { return io_.vtable().Load(io_.handle(), &args); });
+  rh_Error* err = io_.load(args);
   host::throw_if_error(err, "checkpoint " + dir_str);
 }
 
@@ -544,10 +537,8 @@ std::string CheckpointStore::verify(const fs::path& dir) const {
     for (const std::string& stem : meta.files) {
       rh_CheckpointFileArgs args = file_args(dir, dir_str, stem, nullptr);
       try {
-        if (io_.vtable().Verify != nullptr) {
-          rh_Error* err = host::call_plugin(
-              io_.what() + " Verify", [&] { return io_.vtable().Verify(io_.handle(), &args); });
-          host::throw_if_error(err, "");
+        if (io_.has_verify()) {
+          host::throw_if_error(io_.verify(args), "");
         } else {
           rh_StateDict scratch;
           load(dir, stem, scratch);

@@ -26,6 +26,12 @@ struct CliOptions {
   // process per node or more than one node re-executes runner-host once per
   // local rank.
   launch::LauncherFlags launch;
+
+  // The job is only printed (--print-config, --print-param-groups).
+  bool prints_job() const { return print_config || print_param_groups; }
+  // The job runs, or is checked as if it did (--dry-run): not only printed
+  // nor estimated. The rules between keys and --mode apply to it.
+  bool runs_job() const { return !prints_job() && !estimate_memory; }
 };
 
 // Parses argv; throws std::runtime_error with a one-line reason on bad usage.

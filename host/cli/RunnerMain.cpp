@@ -26,6 +26,7 @@
 #include "data/Dataset.hpp"
 #include "job/JobSchema.hpp"
 #include "job/JobSettings.hpp"
+#include "launch/LaunchGate.hpp"
 #include "launch/StopSignal.hpp"
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/JobComponents.hpp"
@@ -125,11 +126,28 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
                               fs::read_symlink("/proc/self/exe", ec), registry, services);
   }
 
+  // The launch gate (launch/LaunchGate.hpp): under the built-in launcher,
+  // local rank 0 makes the checks of steps 0 and 1 first and tells the
+  // launcher, which prints a refusal once; the other ranks wait here until
+  // it passed (or end with 2, without a word, when it did not).
+  launch::WorkerGate gate = launch::WorkerGate::from_env();
+  if (!gate.wait_until_open()) return kExitInvalid;
+  const auto refuse = [&](const std::string& text) {
+    if (gate.role() == launch::WorkerGate::Role::Check)
+      gate.refuse(text);
+    else
+      std::cerr << text;
+    return kExitInvalid;
+  };
+  const auto invalid = [&](const std::string& message) {
+    return refuse("runner-host: error: " + message + "\n");
+  };
+
   cli::CliOptions opts;
   try {
     opts = cli::parse_cli(argc, argv);
   } catch (const std::exception& e) {
-    return fail(kExitInvalid, std::string(e.what()) + " (see runner-host --help)");
+    return invalid(std::string(e.what()) + " (see runner-host --help)");
   }
   // --help and the launcher are main.cpp's (they never load this library).
   const host::NativeTag tag = host::host_native_tag();
@@ -139,8 +157,8 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
     return 0;
   }
   if (opts.log_level && !set_log_level(*opts.log_level))
-    return fail(kExitInvalid, "--log-level: expected trace, debug, info, warn or error, got '" +
-                                  *opts.log_level + "'");
+    return invalid("--log-level: expected trace, debug, info, warn or error, got '" +
+                   *opts.log_level + "'");
 
   host::HostServices services;
   host::install_torch_services(services);
@@ -163,7 +181,7 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
     search_dirs =
         host::plugin_search_dirs(opts.plugin_paths, std::getenv("RH_PLUGIN_PATH"), exe, job_dir);
   } catch (const host::HostError& e) {
-    return fail(kExitInvalid, e.what());
+    return invalid(e.what());
   }
   host::PluginRegistry registry(tag, services);
   if (opts.list_plugins) {
@@ -184,18 +202,19 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
     // The rules between keys and --mode (train needs train_cfg, val and
     // test their split), for a job that runs (--dry-run too), not one only
     // printed or estimated; main.cpp asks the same before it launches ranks.
-    const bool runs = !opts.print_config && !opts.print_param_groups && !opts.estimate_memory;
-    if (errors.empty() && runs) errors = config::check_run(*job.root, config::run_mode(opts.mode));
+    if (errors.empty() && opts.runs_job())
+      errors = config::check_run(*job.root, config::run_mode(opts.mode));
     if (!errors.empty()) {
-      for (const auto& e : errors) std::cerr << "runner-host: error: " << e.what() << "\n";
-      return kExitInvalid;
+      std::string text;
+      for (const auto& e : errors) text += "runner-host: error: " + std::string(e.what()) + "\n";
+      return refuse(text);
     }
     // The loaders' rules the schema cannot say (an image pipeline's order
     // and the values it does not implement, keys that exclude each other),
     // without reading a data file: before launch, and by --dry-run.
     data::check_loaders(*job.root);
   } catch (const config::ConfigError& e) {
-    return fail(kExitInvalid, e.what());
+    return invalid(e.what());
   }
   if (opts.print_config) {
     std::cout << config::to_yaml(*job.root);
@@ -205,7 +224,7 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
     try {
       lifecycle::print_param_groups(*job.root, *job_dir, std::cout);
     } catch (const config::ConfigError& e) {
-      return fail(kExitInvalid, e.what());
+      return invalid(e.what());
     } catch (const std::exception& e) {
       return fail(kExitRunFailed, e.what());
     }
@@ -221,9 +240,11 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
   try {
     factory.load_explicit_plugins(*job.root);
     components = lifecycle::create_components(factory, *job.root);
+    lifecycle::check_model(*job.root, job_dir->string());
   } catch (const std::exception& e) {
-    return fail(kExitInvalid, e.what());
+    return invalid(e.what());
   }
+  gate.pass();  // steps 0 and 1 passed: the other ranks go on
   if (opts.estimate_memory) {
     const lifecycle::MemoryEstimateOptions o{opts.launch.nproc_per_node * opts.launch.nnodes,
                                              opts.launch.nproc_per_node};

@@ -25,7 +25,6 @@
 
 #include "cli/BlasCoretype.hpp"
 #include "cli/CliOptions.hpp"
-#include "cli/LaunchCheck.hpp"
 #include "cli/RunnerEntry.hpp"
 #include "cli/conformance/Conformance.hpp"
 #include "cli/parity/Parity.hpp"
@@ -33,6 +32,7 @@
 #include "job/JobSchema.hpp"
 #include "job/JobSettings.hpp"
 #include "launch/HeapPolicy.hpp"
+#include "launch/LaunchGate.hpp"
 #include "launch/LaunchMain.hpp"
 #include "launch/ThreadPolicy.hpp"
 #include "torch_services/BlasProbe.hpp"
@@ -117,6 +117,23 @@ std::unique_ptr<rh::launch::ElasticAgent> elastic_agent(const rh::launch::Elasti
   return std::unique_ptr<rh::launch::ElasticAgent>(agent);
 }
 
+// A runner library that cannot be used: exit 2 with `message`. A worker of
+// the built-in launcher says it through the launch gate (LaunchGate.hpp):
+// local rank 0 as its refusal, printed once by the launcher; another rank
+// only when rank 0 passed (its install works: the problem is this rank's),
+// else it ends without a word.
+int broken_install(const std::string& message) {
+  const std::string text = "runner-host: error: " + message + "\n";
+  rh::launch::WorkerGate gate = rh::launch::WorkerGate::from_env();
+  if (gate.role() == rh::launch::WorkerGate::Role::Check) {
+    gate.refuse(text);
+    return kExitInvalid;
+  }
+  if (!gate.wait_until_open()) return kExitInvalid;
+  std::cerr << text;
+  return kExitInvalid;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,8 +173,7 @@ int main(int argc, char** argv) {
     // A job that cannot run in this mode (train without train_cfg, val
     // without data.val): exit 2 before a rank is launched or a file made.
     // Not for a job only printed or estimated.
-    if (!refusal.empty() && !opts.print_config && !opts.print_param_groups &&
-        !opts.estimate_memory) {
+    if (!refusal.empty() && opts.runs_job()) {
       for (const auto& e : refusal) std::cerr << "runner-host: error: " << e.what() << "\n";
       return kExitInvalid;
     }
@@ -167,7 +183,7 @@ int main(int argc, char** argv) {
           heap = rh::launch::heap_mode(key->as_string());
     // The job's env_cfg, before anything loads OpenBLAS (the runner library)
     // or starts a worker (which inherits it); not for a job only printed.
-    if (job && !opts.print_config && !opts.print_param_groups && !opts.estimate_memory) {
+    if (job && opts.runs_job()) {
       const std::string refused = rh::cli::apply_blas_coretype(*job->root, opts.log_level, self());
       if (!refused.empty()) {
         std::cerr << "runner-host: error: " << refused << "\n";
@@ -181,18 +197,13 @@ int main(int argc, char** argv) {
     // launches nothing.
     if (!opts.estimate_memory && opts.launch.launches()) {
       // What each worker would refuse before creating anything (--dry-run's
-      // checks, plugins included), once, before any rank is launched. Not
-      // for a dry run or a job only printed, which the workers do as asked.
-      if (!opts.config.empty() && !opts.dry_run && !opts.print_config && !opts.print_param_groups) {
-        const rh::cli::LaunchCheck check =
-            rh::cli::check_before_launch(self(), std::vector<std::string>(argv + 1, argv + argc));
-        if (check.exit_code == kExitInvalid) {
-          std::cerr << check.errors;
-          return kExitInvalid;
-        }
-      }
+      // checks, plugins included) is checked once, by local rank 0, while
+      // the others wait at their start (launch/LaunchGate.hpp): a refusal is
+      // one message and exit 2, nothing created on any rank. Not for a job
+      // only printed.
+      const bool gate = !opts.config.empty() && !opts.prints_job();
       return rh::launch::run_launcher(opts.launch, job_rendezvous_keys(job), argc, argv,
-                                      elastic_agent);
+                                      elastic_agent, gate);
     }
   }
 
@@ -202,18 +213,13 @@ int main(int argc, char** argv) {
   const std::string thread_policy = ckpt ? "" : rh::launch::apply_thread_policy();
   std::string error;
   void* handle = open_runner_library(error);
-  if (handle == nullptr) {
-    std::cerr << "runner-host: error: cannot load the runner library (reinstall runner-host): "
-              << error << "\n";
-    return kExitInvalid;
-  }
+  if (handle == nullptr)
+    return broken_install("cannot load the runner library (reinstall runner-host): " + error);
   auto run = reinterpret_cast<rh_RunnerMainFn>(::dlsym(handle, RH_RUNNER_MAIN_SYMBOL));
-  if (run == nullptr) {
-    std::cerr << "runner-host: error: " << runner_library().string()
-              << " is not runner-host's runner library (no " RH_RUNNER_MAIN_SYMBOL
-                 "; reinstall runner-host)\n";
-    return kExitInvalid;
-  }
+  if (run == nullptr)
+    return broken_install(runner_library().string() +
+                          " is not runner-host's runner library (no " RH_RUNNER_MAIN_SYMBOL
+                          "; reinstall runner-host)");
   // The heap policy (launch/HeapPolicy.hpp says why) comes after LibTorch's
   // static initialisation, as when the program linked LibTorch, and before
   // anything large is allocated. Applied before the dlopen instead, it sent

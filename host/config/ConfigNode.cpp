@@ -121,6 +121,19 @@ void Node::relocate(const Location& where) {
 
 const Node* Node::find(const std::string& key) const { return get(key).get(); }
 
+const Node* Node::find_path(const std::string& dotted, bool null_is_absent) const {
+  const Node* n = this;
+  size_t start = 0;
+  while (n != nullptr) {
+    const size_t dot = dotted.find('.', start);
+    n = n->find(dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (n != nullptr && null_is_absent && n->is_null()) return nullptr;
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return n;
+}
+
 NodePtr Node::get(const std::string& key) const {
   for (const auto& [name, value] : items_) {
     if (name == key) return value;

@@ -88,6 +88,9 @@ class Node {
 
   // nullptr when absent or when this is not a map; does NOT record usage.
   const Node* find(const std::string& key) const;
+  // find() along a dotted path ("optim_wrapper.clip_grad"): nullptr when a
+  // part is absent, or (`null_is_absent`) null.
+  const Node* find_path(const std::string& dotted, bool null_is_absent = false) const;
   // Same, as an owning pointer (for code that edits the tree).
   NodePtr get(const std::string& key) const;
   // find() that also records the lookup: what plugins use on their subtree.

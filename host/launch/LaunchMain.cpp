@@ -119,7 +119,7 @@ LaunchOptions launch_options(const LauncherFlags& flags, const EnvLookup& get,
 }
 
 int run_launcher(const LauncherFlags& flags, const JobRendezvousKeys& job, int argc,
-                 const char* const* argv, const ElasticAgentFactory& agents) {
+                 const char* const* argv, const ElasticAgentFactory& agents, bool gate) {
   if (is_launched_worker()) {
     std::cerr << "runner-host: error: --nproc-per-node/--nnodes given to a worker that the "
                  "launcher started (RH_LAUNCHED=1): a launch cannot be nested\n";
@@ -129,8 +129,9 @@ int run_launcher(const LauncherFlags& flags, const JobRendezvousKeys& job, int a
   std::vector<std::string> worker_argv = strip_launcher_flags(args);
   worker_argv.insert(worker_argv.begin(), self_exe());
   try {
-    const LaunchOptions options = launch_options(
+    LaunchOptions options = launch_options(
         flags, [](const char* name) { return std::getenv(name); }, job);
+    options.gate = gate;
     return launch(options, worker_argv, agents);
   } catch (const std::invalid_argument& e) {
     std::cerr << "runner-host: error: " << e.what() << " (see runner-host --help)\n";

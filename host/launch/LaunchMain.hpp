@@ -40,8 +40,10 @@ std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& ar
 // included) print `runner-host: error: ...` to stderr and return 2; so does a
 // launch from inside a launched worker (RH_LAUNCHED=1), which would otherwise
 // start workers without end.
-// `agents`: the elastic rendezvous, for --max-restarts.
+// `agents`: the elastic rendezvous, for --max-restarts; `gate`: the launch
+// gate (LaunchGate.hpp: local rank 0 checks the job before the others go on).
 int run_launcher(const LauncherFlags& flags, const JobRendezvousKeys& job, int argc,
-                 const char* const* argv, const ElasticAgentFactory& agents = {});
+                 const char* const* argv, const ElasticAgentFactory& agents = {},
+                 bool gate = false);
 
 }  // namespace rh::launch

@@ -18,6 +18,7 @@
 
 #include "launch/ElasticAgent.hpp"
 #include "launch/LaunchFlags.hpp"
+#include "launch/LaunchGate.hpp"
 #include "launch/LauncherSignals.hpp"
 #include "launch/WorkerEnv.hpp"  // seconds_since_epoch
 #include "launch/WorkerOutput.hpp"
@@ -121,6 +122,14 @@ class Supervisor {
     const std::vector<std::string> env = base_environment(keep_omp);
     const std::string program = WorkerProcesses::resolve_program(worker_argv[0]);
     const int omp_threads = std::max(1, available_cores() / nproc);
+    if (o_.gate) {
+      gate_.emplace();
+      if (!gate_->make()) {
+        message("cannot make the launch gate's pipes (" + std::string(std::strerror(errno)) +
+                "): every rank checks the job itself");
+        gate_.reset();
+      }
+    }
 
     for (int r = 0; r < nproc && !failed_; ++r) {
       const int rank = plan_.node_rank * nproc + r;
@@ -139,11 +148,14 @@ class Supervisor {
       wenv.push_back("RH_JOB_ID=" + rdzv.job_id);
       if (!keep_omp) wenv.push_back("OMP_NUM_THREADS=" + std::to_string(omp_threads));
       wenv.push_back("RH_LAUNCHED=1");
-      if (auto failure = workers_.start(r, rank, program, worker_argv, std::move(wenv))) {
+      if (gate_) wenv.push_back(gate_->env_entry(r));
+      if (auto failure = workers_.start(r, rank, program, worker_argv, std::move(wenv),
+                                        gate_ ? gate_->worker_fd(r) : -1)) {
         message(failure->message);
         fail(failure->code);
       }
     }
+    if (gate_) gate_->started();
     return supervise();
   }
 
@@ -236,8 +248,29 @@ class Supervisor {
       warned_by_ = sig;
   }
 
+  // The launch gate: rank 0's verdict read (`block`: rank 0 has ended,
+  // read to its end). A refusal is printed once and ends the run with 2,
+  // without stopping anyone: the waiting ranks end on their own.
+  void read_gate(bool block) {
+    if (!gate_ || gate_->state() != LauncherGate::State::Pending) return;
+    gate_->read(o_.nproc_per_node - 1, block);
+    if (gate_->state() != LauncherGate::State::Refused) return;
+    write_output(err_, gate_->refusal());
+    failed_ = true;
+    exit_code_ = kGateRefusedExit;
+  }
+  bool gate_closed() const {
+    return gate_ && (gate_->state() == LauncherGate::State::Refused ||
+                     gate_->state() == LauncherGate::State::Closed);
+  }
+
   // A worker that ended: the first failure stops the others.
   void ended(const Worker& w, int code, const std::string& what) {
+    if (w.local_rank == 0) read_gate(true);
+    // A refused job was said once; the ranks that waited at the gate end
+    // with 2 and nothing to say when it closes.
+    if (gate_ && gate_->state() == LauncherGate::State::Refused) return;
+    if (gate_closed() && w.local_rank != 0) return;
     if (code != 0 && !failed_) {
       failure_ = "rank " + std::to_string(w.rank) + " " + what;
       failure_seen_at_ = seconds_since_epoch();
@@ -278,7 +311,10 @@ class Supervisor {
 
       fds.clear();
       fds.push_back({signals_.read_fd(), POLLIN, 0});
+      // The gate's verdict pipe last, after the workers' pipes.
       workers_.add_poll_fds(fds);
+      const int gate_fd = gate_ ? gate_->poll_fd() : -1;
+      if (gate_fd >= 0) fds.push_back({gate_fd, POLLIN, 0});
       int timeout_ms = -1;
       if (grace_started_ && !killed_) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
@@ -303,6 +339,7 @@ class Supervisor {
         }
       }
       workers_.read_polled(fds.data() + 1);
+      if (gate_fd >= 0 && fds.back().revents != 0) read_gate(false);
       report_closed_stdout();
     }
     workers_.drain();
@@ -316,9 +353,10 @@ class Supervisor {
   Output out_;  // the workers' stdout goes here
   Output err_;  // their stderr and the launcher's messages
   WorkerProcesses workers_;
-  bool failed_ = false;         // a worker failed (its code is exit_code_)
-  bool grace_started_ = false;  // after a failure or a terminating signal; ends at deadline_
-  bool killed_ = false;         // every worker left was SIGKILLed
+  std::optional<LauncherGate> gate_;  // o_.gate: this round's launch gate
+  bool failed_ = false;               // a worker failed (its code is exit_code_)
+  bool grace_started_ = false;        // after a failure or a terminating signal; ends at deadline_
+  bool killed_ = false;               // every worker left was SIGKILLed
   bool closed_stdout_reported_ = false;
   int sigint_count_ = 0;
   int warned_by_ = 0;              // the first SIGUSR1/SIGUSR2 forwarded, or 0

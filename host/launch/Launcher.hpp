@@ -28,6 +28,10 @@
 //      Each worker runs in its own process group, with stdin from /dev/null, and
 //      with PR_SET_PDEATHSIG=SIGKILL, so that it dies if the launcher is killed
 //      (even by SIGKILL).
+//      With `gate` (LaunchGate.hpp), RH_LAUNCH_GATE too: local rank 0 checks
+//      the job while the others wait at their start; a refusal is printed
+//      once, unprefixed, the waiting ranks end without a word, and launch()
+//      returns 2 (no "rank N exited" line, no SIGTERM).
 //   3. Re-emits the workers' output line by line, each line prefixed
 //      "[rank N] " (stdout to stdout_fd, stderr to stderr_fd). A last line with
 //      no newline is emitted, with a newline added, at end of file; a line
@@ -128,6 +132,7 @@ struct LaunchOptions : LaunchShape {
   std::string master_port_from;
   // The workers' RH_JOB_ID; "": launch() makes one (see 2.).
   std::string job_id;
+  bool gate = false;        // the launch gate (see 2.)
   double kill_grace_s = 5;  // the grace period: SIGTERM (or a forwarded signal) -> SIGKILL
   int stdout_fd = 1;        // where the workers' prefixed stdout goes
   int stderr_fd = 2;        // the workers' prefixed stderr and the launcher's messages

@@ -92,7 +92,7 @@ std::string WorkerProcesses::resolve_program(const std::string& program) {
 std::optional<StartFailure> WorkerProcesses::start(int local_rank, int rank,
                                                    const std::string& program,
                                                    std::vector<std::string> argv,
-                                                   std::vector<std::string> env) {
+                                                   std::vector<std::string> env, int keep_fd) {
   Worker& w = workers_.emplace_back();
   w.local_rank = local_rank;
   w.rank = rank;
@@ -145,6 +145,7 @@ std::optional<StartFailure> WorkerProcesses::start(int local_rank, int rank,
         sa.sa_handler = ignored[sig] ? SIG_IGN : SIG_DFL;
         sigaction(sig, &sa, nullptr);
       }
+      if (keep_fd >= 0 && fcntl(keep_fd, F_SETFD, 0) != 0) die(errno);
       sigprocmask(SIG_SETMASK, &block.old_mask(), nullptr);
       execve(program.c_str(), cargv.data(), cenv.data());
       die(errno);

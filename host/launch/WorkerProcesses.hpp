@@ -59,10 +59,13 @@ class WorkerProcesses {
   static std::string resolve_program(const std::string& program);
 
   // Starts rank `rank` (local rank `local_rank`): `program` with `argv` and
-  // the environment `env`. A worker whose execve failed was started (it
-  // exits 127 and is reaped as the others) and is reported as a failure.
+  // the environment `env`; `keep_fd` (>= 0), a close-on-exec descriptor of
+  // the launcher's, stays open in it (the launch gate's). A worker whose
+  // execve failed was started (it exits 127 and is reaped as the others)
+  // and is reported as a failure.
   std::optional<StartFailure> start(int local_rank, int rank, const std::string& program,
-                                    std::vector<std::string> argv, std::vector<std::string> env);
+                                    std::vector<std::string> argv, std::vector<std::string> env,
+                                    int keep_fd = -1);
 
   // Reaps the workers that ended, each after its group is SIGKILLed and its
   // last output emitted; `ended` gets each one with its exit code (128 + S

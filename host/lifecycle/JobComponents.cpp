@@ -5,7 +5,7 @@
 
 #include "abi/HostError.hpp"
 #include "config/ConfigNode.hpp"
-#include "lifecycle/JobKeys.hpp"
+#include "model/Model.hpp"
 #include "optim/OptimSchema.hpp"
 #include "rh/cpp/torch_compat.hpp"
 
@@ -120,7 +120,7 @@ void check_precision(const host::StrategyInstance& strategy, const config::Node&
 // strategy that hands the optimizer its own tensors (OptimizerParams)
 // without it is refused rather than clipped by this rank's share.
 void check_clip_grad(const host::StrategyInstance& strategy, const config::Node& job) {
-  const config::Node* clip = find_key(job, "optim_wrapper.clip_grad");
+  const config::Node* clip = job.find_path("optim_wrapper.clip_grad");
   if (clip == nullptr || clip->is_null() || !strategy.has_optimizer_params() ||
       strategy.has_reduce_grad_norm())
     return;
@@ -145,6 +145,14 @@ void check_amp_on_cpu(const config::Node& job, bool on_cpu) {
                                 TORCH_VERSION +
                                 " has no float16 autocast (or matrix multiply) on the CPU; use "
                                 "dtype: bfloat16, or train on a GPU");
+}
+
+void check_model(const config::Node& job, const std::string& job_dir) {
+  const config::Node* model = job.find("model");
+  if (model == nullptr) return;
+  const config::Node* type = model->find("type");
+  if (type != nullptr && type->as_string() == "torchscript") return;
+  model::build_model_shapes(*model, job_dir);
 }
 
 JobComponents create_components(host::ComponentFactory& factory, const config::Node& job) {

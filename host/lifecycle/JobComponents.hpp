@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "abi/ComponentFactory.hpp"
@@ -32,5 +33,13 @@ void check_amp_on_cpu(const config::Node& job, bool on_cpu);
 // --dry-run.
 // `job` must contain `strategy` and `checkpoint_io` (see apply_job_defaults).
 JobComponents create_components(host::ComponentFactory& factory, const config::Node& job);
+
+// Step 1 too: the model's rules between keys (gpt's dim a multiple of
+// heads, llama's n_heads of n_kv_heads, ...), which its builder checks,
+// by building it on the meta device (no memory, no values drawn): a
+// ConfigError at the key, before anything is created, and by --dry-run. A
+// TorchScript model is not built here (its file is read once, when the
+// lifecycle builds the model).
+void check_model(const config::Node& job, const std::string& job_dir);
 
 }  // namespace rh::lifecycle

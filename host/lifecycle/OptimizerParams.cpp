@@ -13,7 +13,6 @@
 #include "abi/HostError.hpp"
 #include "config/ConfigNode.hpp"
 #include "job/JobSettings.hpp"
-#include "lifecycle/JobKeys.hpp"
 #include "model/Model.hpp"
 #include "optim/OptimSchema.hpp"
 #include "optim/OptimWrapper.hpp"
@@ -147,7 +146,7 @@ StrategyOptimizerParams strategy_optimizer_params(const config::Node& job,
   // (custom_keys, bias, norm) and the whole parameter's shape (1-D for
   // flat_decay_mult), not the shard's own flat shape; they are trainable
   // (their requires_grad is false: autograd never sees them).
-  const config::Node* paramwise = find_key(job, "optim_wrapper.paramwise_cfg");
+  const config::Node* paramwise = job.find_path("optim_wrapper.paramwise_cfg");
   std::map<std::string, at::Tensor> by_name;
   for (auto& p : model.named_parameters()) by_name[p.name] = p.tensor;
   for (auto& p : collected.params) {

@@ -20,7 +20,6 @@
 #include "config/ConfigNode.hpp"
 #include "launch/WorkerEnv.hpp"
 #include "lifecycle/HookDispatcher.hpp"
-#include "lifecycle/JobKeys.hpp"
 #include "lifecycle/RunCheckpointsParts.hpp"
 #include "lifecycle/World.hpp"
 #include "model/Model.hpp"

@@ -18,7 +18,6 @@
 #include "checkpoint/TensorDict.hpp"
 #include "config/ConfigNode.hpp"
 #include "lifecycle/HookDispatcher.hpp"
-#include "lifecycle/JobKeys.hpp"
 #include "lifecycle/RunCheckpoints.hpp"
 #include "lifecycle/RunCheckpointsParts.hpp"
 #include "lifecycle/World.hpp"

@@ -33,7 +33,6 @@
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/HookDispatcher.hpp"
 #include "lifecycle/IterationMetrics.hpp"
-#include "lifecycle/JobKeys.hpp"
 #include "lifecycle/ModelAccess.hpp"
 #include "lifecycle/OptimizerParams.hpp"
 #include "lifecycle/RunCheckpoints.hpp"
@@ -484,7 +483,7 @@ struct Runner::State {
   }
 
   std::unique_ptr<data::DataLoader> make_loader(const std::string& split) {
-    const config::Node* cfg = find_key(job, "data." + split);
+    const config::Node* cfg = job.find_path("data." + split);
     if (cfg == nullptr) throw config::ConfigError(job.location(), "data", "missing data." + split);
     auto dataset = data::build_dataset(*cfg->find("dataset"), opt.job_dir.string());
     // The job's seed, never the rank-offset one: every rank must shuffle the

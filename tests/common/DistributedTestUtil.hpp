@@ -115,13 +115,14 @@ inline std::vector<std::map<std::string, double>> metric_lines(const std::filesy
 // it through the runner-host binary: on `ranks` processes of the built-in
 // launcher when > 1 or `launcher` (one rank through it: a real world of
 // one, with its rendezvous and communicator), with `env` (VAR=value ...) set.
+// The launcher picks the rendezvous port and holds it until rank 0's store
+// has it: a port picked here and passed as --master-port could be taken by
+// another test's job before this one's launcher binds it.
 inline CommandResult run_job(const TempDir& dir, const std::string& name, const std::string& yaml,
                              int ranks, const std::string& env = "", bool launcher = false) {
   dir.write(name + ".yaml", "work_dir: " + (dir / name).string() + "\n" + yaml);
-  const std::string launch = ranks > 1 || launcher
-                                 ? " --nproc-per-node " + std::to_string(ranks) +
-                                       " --master-port " + std::to_string(free_port())
-                                 : "";
+  const std::string launch =
+      ranks > 1 || launcher ? " --nproc-per-node " + std::to_string(ranks) : "";
   return run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " + env + " " +
                      quote(RH_RUNNER_HOST) + " --config " + name + ".yaml" + launch);
 }

@@ -29,10 +29,7 @@ void FsdpStrategy::unit_params(int32_t model_unit, rh_UnitParamsOp op) {
     case RH_UNIT_PARAMS_ADOPT:
       // The host wrote whole values into this unit's parameters (one
       // rank in float32: into the masters themselves).
-      if (!alias_)
-        master_from(*u, [&](const Member& m) {
-          return rh::borrow_tensor(param_info(m.param).data).to(at::kFloat);
-        });
+      if (!alias_) master_from(*u, [&](const Member& m) { return param(m.param).to(at::kFloat); });
       set_piece(*u, at::Tensor());
       if (!u->persistent) free_params(*u);
       break;
@@ -105,17 +102,13 @@ void FsdpStrategy::adopt_from_root(Unit& u, int32_t slot) {
     at::Tensor flat = at::full({shards_ * u.block}, -std::numeric_limits<float>::infinity(), f32);
     if (rank_ == 0) blocks_from_params(u, flat, slot);
     InFlight f;
-    f.in = rh::export_tensor(flat);
-    f.out = rh::export_tensor(mine);
-    rh::check(host_, host_->Comm_ReduceScatter(shard_comm_, f.in, f.out, RH_REDUCE_MAX, &f.work));
-    comm_bytes_ += flat.numel() * 4;
+    comm_.reduce_scatter(shard_comm_, flat, mine, RH_REDUCE_MAX, f);
     wait(f);
   } else if (shard_comm_ == nullptr && rank_ == 0) {
     blocks_from_params(u, mine, slot);
   }
   if (replicate_comm_ != nullptr) {
-    collective_broadcast(replicate_comm_, mine);
-    comm_bytes_ += mine.numel() * 4;
+    collective_broadcast(replicate_comm_, mine, true);
   }
   for (const Member& m : u.members) {
     if (m.slot != slot) continue;
@@ -137,9 +130,8 @@ void FsdpStrategy::broadcast_whole(int32_t slot) {
   if (world_ == nullptr || alone()) return;
   for (size_t i = 0; i < managed_.size(); ++i) {
     if (managed_[i] || slot_of_[i] != slot) continue;
-    at::Tensor p = rh::borrow_tensor(param_info(i).data);
-    collective_broadcast(world_, p);
-    comm_bytes_ += p.numel() * static_cast<int64_t>(p.element_size());
+    at::Tensor p = param(i);
+    collective_broadcast(world_, p, true);
   }
 }
 

@@ -18,34 +18,16 @@ namespace rh::fsdp {
 
 // The gathered blocks [S * block] into the parameters.
 void FsdpStrategy::scatter_to_params(Unit& u, const at::Tensor& flat) {
-  at::NoGradGuard no_grad;
-  const at::Tensor blocks = flat.view({shards_, u.block});
-  for (const Member& m : u.members) {
-    at::Tensor p = rh::borrow_tensor(param_info(m.param).data).view({-1});
-    for (int64_t r = 0; r < shards_; ++r) {
-      const int64_t v = m.valid(r);
-      if (v == 0) break;
-      p.narrow(0, r * m.len, v).copy_(blocks[r].narrow(0, m.offset, v));
-    }
-  }
+  Layout::scatter(u.members, flat, shards_, u.block, [&](size_t i) { return param(i); });
 }
 
 // The parameters' whole values as blocks [S * block] (padding zeroed);
 // with `only_slot`, only the members of that model unit (the rest of
 // `flat` untouched).
 void FsdpStrategy::blocks_from_params(Unit& u, const at::Tensor& flat, int32_t only_slot) {
-  at::NoGradGuard no_grad;
-  const at::Tensor blocks = flat.view({shards_, u.block});
-  for (const Member& m : u.members) {
-    if (only_slot != kEverySlot && m.slot != only_slot) continue;
-    at::Tensor p = rh::borrow_tensor(param_info(m.param).data).view({-1});
-    for (int64_t r = 0; r < shards_; ++r) {
-      const int64_t v = m.valid(r);
-      at::Tensor dst = blocks[r].narrow(0, m.offset, m.len);
-      if (v > 0) dst.narrow(0, 0, v).copy_(p.narrow(0, r * m.len, v));
-      if (v < m.len) dst.narrow(0, v, m.len - v).zero_();
-    }
-  }
+  Layout::blocks_from(
+      u.members, flat, shards_, u.block, [&](size_t i) { return param(i); },
+      [&](const Member& m) { return only_slot == kEverySlot || m.slot == only_slot; });
 }
 
 // Persistent units after a step (and at resume): the masters into the
@@ -58,18 +40,10 @@ void FsdpStrategy::params_from_masters(Unit& u) {
     return;
   }
   RECORD_USER_SCOPE("fsdp::all_gather");
-  at::Tensor buf = gather_pool_.take();
-  at::Tensor out = buf.narrow(0, 0, shards_ * u.block);
-  InFlight f;
-  f.in = rh::export_tensor(send);
-  f.out = rh::export_tensor(out);
-  const auto t0 = Clock::now();
-  rh::check(host_, host_->Comm_AllGather(shard_comm_, f.in, f.out, &f.work));
-  comm_s_ += seconds_since(t0);
-  comm_bytes_ += out.numel() * static_cast<int64_t>(out.element_size());
-  wait(f);
-  scatter_to_params(u, out);
-  gather_pool_.give(std::move(buf));
+  rh::sharding::GatherSlot slot;
+  slot.start(comm_, gather_pool_, shard_comm_, send, shards_ * u.block);
+  scatter_to_params(u, slot.finish(comm_));
+  slot.release(gather_pool_);
 }
 
 // ---- Gathering -------------------------------------------------------------------
@@ -79,20 +53,11 @@ void FsdpStrategy::params_from_masters(Unit& u) {
 void FsdpStrategy::start_gather(Unit& u, bool for_forward) {
   if (u.persistent || u.state != UnitState::Sharded) return;
   RECORD_USER_SCOPE("fsdp::all_gather");
-  for (const Member& m : u.members)
-    rh::check(host_, api_->Model_RestoreParamStorage(model_, m.param));
+  restore_storage(u.members);
   u.gather_from_piece = u.piece.defined();
-  u.send = u.gather_from_piece ? u.piece : u.master.to(param_dtype_);
-  u.gathered_buf = gather_pool_.take();
-  u.gathered = u.gathered_buf.narrow(0, 0, shards_ * u.block);
   u.keep_piece = for_forward && reshard_ > 1 && reshard_ < shards_;
-  u.gather.in = rh::export_tensor(u.send);
-  u.gather.out = rh::export_tensor(u.gathered);
-  rh_Comm* comm = u.gather_from_piece ? piece_comm_ : shard_comm_;
-  const auto t0 = Clock::now();
-  rh::check(host_, host_->Comm_AllGather(comm, u.gather.in, u.gather.out, &u.gather.work));
-  comm_s_ += seconds_since(t0);
-  comm_bytes_ += u.gathered.numel() * static_cast<int64_t>(u.gathered.element_size());
+  u.gather.start(comm_, gather_pool_, u.gather_from_piece ? piece_comm_ : shard_comm_,
+                 u.gather_from_piece ? u.piece : u.master.to(param_dtype_), shards_ * u.block);
   u.state = UnitState::Gathering;
   ++live_units_;
   live_numel_ += u.numel;
@@ -105,17 +70,15 @@ void FsdpStrategy::finish_gather(Unit& u) {
   if (u.state == UnitState::Sharded) start_gather(u, false);
   RECORD_USER_SCOPE("fsdp::wait_gather");
   const auto t0 = Clock::now();
-  wait(u.gather);
+  const at::Tensor& gathered = u.gather.finish(comm_);
   gather_wait_s_ += seconds_since(t0);
-  scatter_to_params(u, u.gathered);
+  scatter_to_params(u, gathered);
   if (u.keep_piece) {
-    keep_piece_of(u, u.gathered);
+    keep_piece_of(u, gathered);
   } else if (u.gather_from_piece) {
     set_piece(u, at::Tensor());
   }
-  u.send = u.gathered = at::Tensor();
-  gather_pool_.give(std::move(u.gathered_buf));
-  u.gathered_buf = at::Tensor();
+  u.gather.release(gather_pool_);
   u.state = UnitState::Whole;
 }
 
@@ -140,7 +103,7 @@ void FsdpStrategy::free_params(Unit& u) {
   if (u.persistent) return;
   if (u.state == UnitState::Gathering) finish_gather(u);
   if (u.state != UnitState::Whole) return;
-  for (const Member& m : u.members) rh::check(host_, api_->Model_FreeParamStorage(model_, m.param));
+  free_storage(u.members);
   u.state = UnitState::Sharded;
   --live_units_;
   live_numel_ -= u.numel;
@@ -213,24 +176,14 @@ void FsdpStrategy::unit_event(int32_t model_unit, rh_UnitPhase phase) {
   }
 }
 
-void FsdpStrategy::collective_sync(rh_Comm* comm, at::Tensor& t, rh_ReduceOp op) {
+void FsdpStrategy::collective_sync(rh_Comm* comm, at::Tensor& t, rh_ReduceOp op, bool count_bytes) {
   RECORD_USER_SCOPE("fsdp::all_reduce");
-  DLManagedTensor* dl = rh::export_tensor(t);
-  const auto t0 = Clock::now();
-  rh_Error* err = host_->Comm_AllReduce(comm, dl, op, nullptr);
-  comm_s_ += seconds_since(t0);
-  dl->deleter(dl);
-  rh::check(host_, err);
+  comm_.all_reduce(comm, t, op, count_bytes);
 }
 
-void FsdpStrategy::collective_broadcast(rh_Comm* comm, at::Tensor& t) {
+void FsdpStrategy::collective_broadcast(rh_Comm* comm, at::Tensor& t, bool count_bytes) {
   RECORD_USER_SCOPE("fsdp::broadcast");
-  DLManagedTensor* dl = rh::export_tensor(t);
-  const auto t0 = Clock::now();
-  rh_Error* err = host_->Comm_Broadcast(comm, dl, 0, nullptr);
-  comm_s_ += seconds_since(t0);
-  dl->deleter(dl);
-  rh::check(host_, err);
+  comm_.broadcast(comm, t, 0, count_bytes);
 }
 
 }  // namespace rh::fsdp

@@ -57,9 +57,8 @@ void FsdpStrategy::launch_ready() {
 
 void FsdpStrategy::launch_reduce(Unit& u) {
   RECORD_USER_SCOPE("fsdp::reduce_scatter");
-  u.flat_buf = grad_pool_.take();
-  u.flat = u.flat_buf.narrow(0, 0, shards_ * u.block);
-  const at::Tensor blocks = u.flat.view({shards_, u.block});
+  const at::Tensor& flat = u.reduce.take(grad_pool_, shards_ * u.block);
+  const at::Tensor blocks = flat.view({shards_, u.block});
   int64_t full_grad_bytes = 0;
   {
     at::NoGradGuard no_grad;
@@ -84,25 +83,15 @@ void FsdpStrategy::launch_reduce(Unit& u) {
     }
   }
   peak_full_grad_bytes_ = std::max(peak_full_grad_bytes_, full_grad_bytes);
-  const auto t0 = Clock::now();
   if (shard_comm_ != nullptr) {
-    u.reduced = reduce_dtype_ == at::kFloat ? u.grad : at::empty({u.block}, u.flat.options());
-    u.reduce.in = rh::export_tensor(u.flat);
-    u.reduce.out = rh::export_tensor(u.reduced);
-    rh::check(host_, host_->Comm_ReduceScatter(shard_comm_, u.reduce.in, u.reduce.out,
-                                               RH_REDUCE_SUM, &u.reduce.work));
-    comm_bytes_ += u.flat.numel() * static_cast<int64_t>(u.flat.element_size());
+    u.reduce.out = reduce_dtype_ == at::kFloat ? u.grad : at::empty({u.block}, flat.options());
+    comm_.reduce_scatter(shard_comm_, flat, u.reduce.out, RH_REDUCE_SUM, u.reduce.f);
   } else if (replicate_comm_ != nullptr) {  // no_shard: an all-reduce, as ddp
-    u.reduced = u.flat;
-    u.reduce.in = rh::export_tensor(u.flat);
-    u.reduce.out = rh::export_tensor(u.flat);
-    rh::check(host_,
-              host_->Comm_AllReduce(replicate_comm_, u.reduce.out, RH_REDUCE_SUM, &u.reduce.work));
-    comm_bytes_ += u.flat.numel() * static_cast<int64_t>(u.flat.element_size());
+    u.reduce.out = flat;
+    comm_.all_reduce_async(replicate_comm_, flat, u.reduce.f);
   } else {
-    u.reduced = u.flat;  // one rank
+    u.reduce.out = flat;  // one rank
   }
-  comm_s_ += seconds_since(t0);
   in_flight_.push_back(static_cast<size_t>(&u - units_.data()));
   // One reduction in flight while the next unit computes: its buffer
   // goes back to the pool as soon as it is done.
@@ -115,16 +104,13 @@ void FsdpStrategy::finish_reduce(Unit& u) {
   if (it == in_flight_.end()) return;
   in_flight_.erase(it);
   RECORD_USER_SCOPE("fsdp::wait_reduce");
-  if (u.reduce.work != nullptr) wait(u.reduce);
+  if (u.reduce.f.work != nullptr) wait(u.reduce.f);
   if (shard_comm_ != nullptr && replicate_comm_ != nullptr) {
     // hybrid_shard: the shard group's sums, summed across the replicas.
-    collective_sync(replicate_comm_, u.reduced, RH_REDUCE_SUM);
-    comm_bytes_ += u.reduced.numel() * static_cast<int64_t>(u.reduced.element_size());
+    collective_sync(replicate_comm_, u.reduce.out, RH_REDUCE_SUM, true);
   }
-  if (!u.reduced.is_same(u.grad)) u.grad.copy_(u.reduced);
-  u.reduced = u.flat = at::Tensor();
-  grad_pool_.give(std::move(u.flat_buf));
-  u.flat_buf = at::Tensor();
+  if (!u.reduce.out.is_same(u.grad)) u.grad.copy_(u.reduce.out);
+  u.reduce.release(grad_pool_);
 }
 
 // ---- One rank -------------------------------------------------------------------

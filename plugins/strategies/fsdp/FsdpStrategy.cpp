@@ -37,7 +37,7 @@ at::ScalarType scalar_type(Dtype d) {
 namespace rh::fsdp {
 
 FsdpStrategy::FsdpStrategy(const rh_CreateArgs& args)
-    : host_(args.host), context_(args.context), node_(args.host, args.config) {
+    : ShardingBase(args.host, args.context), node_(args.host, args.config) {
   cfg_ = FsdpConfig::from_config(node_);
   param_dtype_ = scalar_type(cfg_.param_dtype);
   reduce_dtype_ = scalar_type(cfg_.reduce_dtype);
@@ -64,7 +64,7 @@ FsdpStrategy::FsdpStrategy(const rh_CreateArgs& args)
 
 FsdpStrategy::~FsdpStrategy() {
   for (Unit& u : units_)
-    for (InFlight* f : {&u.reduce, &u.gather}) f->destroy(host_);
+    for (InFlight* f : {&u.reduce.f, &u.gather.f}) f->destroy(host_);
 }
 
 void FsdpStrategy::traits(rh_StrategyTraits& t) const {
@@ -156,7 +156,7 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
   if (units_.empty())
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                         "strategy 'fsdp': the model has no trainable parameter to shard");
-  device_ = rh::borrow_tensor(param_info(units_.front().members.front().param).data).device();
+  device_ = param(units_.front().members.front().param).device();
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device_);
   int64_t largest = 0;
   for (Unit& u : units_) {
@@ -171,7 +171,7 @@ void FsdpStrategy::wrap(const rh_WrapArgs& args) {
   // Working precision for every parameter, before any callback exists.
   if (param_dtype_ != at::kFloat)
     for (size_t i = 0; i < n; ++i) {
-      at::Tensor p = rh::borrow_tensor(param_info(i).data);
+      at::Tensor p = param(i);
       rh::hand_param_tensor(host_, api_->Model_SetParamData, model_, i,
                             p.to(param_dtype_).contiguous());
     }
@@ -266,7 +266,7 @@ void FsdpStrategy::after_optimizer_step() {
 void FsdpStrategy::teardown() {
   for (Unit& u : units_) {
     finish_reduce(u);
-    if (u.gather.work) finish_gather(u);
+    if (u.gather.issued()) finish_gather(u);
   }
 }
 
@@ -412,8 +412,7 @@ void FsdpStrategy::build_units(const std::vector<ParamSpec>& managed) {
       const rh_StringView v = api_->Model_UnitName(model_, m);
       u.name += (u.name.empty() ? "" : "+") + std::string(v.data, v.size);
     }
-    for (Member& mem : u.members)
-      mem.shape = rh::borrow_tensor(param_info(mem.param).data).sizes().vec();
+    for (Member& mem : u.members) mem.shape = param(mem.param).sizes().vec();
   }
 }
 
@@ -456,8 +455,7 @@ void FsdpStrategy::share_masters() {
   for (size_t k = 0; k < units_.size(); ++k)
     for (size_t j = 0; j < units_[k].members.size(); ++j) {
       const Member& m = units_[k].members[j];
-      rh::hand_param_tensor(host_, api_->Model_SetParamData, model_, m.param,
-                            units_[k].master.narrow(0, m.offset, m.numel).view(m.shape));
+      alias_to_master<Layout>(units_[k].master, m);
       place_[m.param] = {static_cast<int>(k), static_cast<int>(j)};
       rh::check(host_, api_->Model_AddGradReadyCallback(model_, m.param,
                                                         &FsdpStrategy::on_grad_ready, this));
@@ -466,24 +464,13 @@ void FsdpStrategy::share_masters() {
 
 // ---- Small helpers -----------------------------------------------------------------
 
-rh_ParamInfo FsdpStrategy::param_info(size_t i) {
-  rh_ParamInfo info{};
-  info.struct_size = RH_PARAM_INFO_STRUCT_SIZE;
-  rh::check(host_, api_->Model_GetParam(model_, i, &info));
-  return info;
-}
-
-void FsdpStrategy::put_metric(const std::string& name, double value) {
-  rh::check(host_, host_->Metric_Put(context_, name.data(), name.size(), value));
-}
-
 void FsdpStrategy::reset_peaks() {
   peak_units_ = live_units_;
   peak_numel_ = live_numel_;
   peak_full_grad_bytes_ = 0;
   peak_piece_numel_ = piece_numel_;
-  comm_bytes_ = 0;
-  comm_s_ = gather_wait_s_ = 0;
+  comm_.reset();
+  gather_wait_s_ = 0;
 }
 
 // What this rank held at the step's peak (docs/fsdp.md "Memory").
@@ -496,8 +483,8 @@ void FsdpStrategy::put_step_metrics() {
     if (u.persistent) persistent += u.numel;
   }
   const int64_t pieces = peak_piece_numel_;
-  put_metric("fsdp/comm_bytes", static_cast<double>(comm_bytes_));
-  put_metric("fsdp/comm_ms", 1e3 * comm_s_);
+  put_metric("fsdp/comm_bytes", static_cast<double>(comm_.bytes()));
+  put_metric("fsdp/comm_ms", 1e3 * comm_.seconds());
   put_metric("fsdp/gather_wait_ms", 1e3 * gather_wait_s_);
   put_metric("fsdp/peak_gathered_units", static_cast<double>(peak_units_));
   put_metric("fsdp/peak_gathered_numel", static_cast<double>(peak_numel_));
@@ -514,10 +501,6 @@ void FsdpStrategy::put_step_metrics() {
   put_metric("fsdp/grad_bytes", static_cast<double>(4 * blocks + grad_pool_.held_bytes() + full));
   accumulated_window_ = false;
   reset_peaks();
-}
-
-void FsdpStrategy::log(rh_LogLevel level, const std::string& message) {
-  host_->Log(context_, level, message.data(), message.size());
 }
 
 }  // namespace rh::fsdp

@@ -92,44 +92,36 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <deque>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "CommBuffers.hpp"
 #include "FsdpConfig.hpp"
+#include "ShardLayouts.hpp"
+#include "ShardedBlock.hpp"
+#include "ShardingBase.hpp"
 #include "rh/cpp/config.hpp"
 #include "rh/rh_plugin.h"
 
 namespace rh::fsdp {
 
-using Clock = std::chrono::steady_clock;
-using rh::sharding::BufferPool;
 using rh::sharding::InFlight;
-
+// The layout: FSDP2's per-parameter row blocks (ShardLayouts.hpp).
+using Layout = rh::sharding::RowBlocks;
 // One parameter's place in its unit's rank blocks.
-struct Member {
-  size_t param = 0;
-  int32_t slot = -1;  // the host's unit for it (UnitParams): its model unit, -1 tied or none
-  std::vector<int64_t> shape;
-  int64_t numel = 0;
-  int64_t row = 1;     // elements of one dim-0 row
-  int64_t len = 0;     // elements of each rank block that are this member's (rows per rank x row)
-  int64_t offset = 0;  // where they start in a rank block
-  bool taken = false;  // one rank, float32: its gradient is in `grad` for this backward
-  // Elements of the whole parameter that shard `i` holds (the rest of its
-  // `len` is padding).
-  int64_t valid(int64_t i) const { return std::clamp<int64_t>(numel - i * len, 0, len); }
-};
+using Member = Layout::Member;
 
 enum class UnitState { Sharded, Gathering, Whole };
 
-struct Unit {
+// A unit is a block of the common layer (ShardedBlock.hpp): master and
+// grad [block] float32 (this rank's shards and their averaged gradient);
+// gather, the all-gather in param_dtype that makes it whole (from the
+// shards over the shard group, or from the pieces over the piece group);
+// reduce.flat [S * block] in reduce_dtype, reduce.out where the reduced
+// block lands when it is not grad itself.
+struct Unit : rh::sharding::ShardState {
   std::string name;                  // model unit names, '+'-joined when merged
   std::vector<int32_t> model_units;  // the model's units it covers (none: the root unit)
   std::vector<Member> members;
@@ -138,22 +130,16 @@ struct Unit {
   // Never freed: no_shard, and the root unit (tied parameters, parameters
   // of no unit); it gets its new values after each optimizer step.
   bool persistent = false;
-  at::Tensor master;  // [block] float32: this rank's shards
-  at::Tensor grad;    // [block] float32: their averaged gradient
   UnitState state = UnitState::Whole;
   at::Tensor piece;  // reshard_after_forward N: this rank's 1/N of the gathered unit
   bool keep_piece = false;
-  at::Tensor send, gathered, gathered_buf;  // gathered: a view of gathered_buf
-  InFlight gather;
   bool gather_from_piece = false;
   // This backward.
   int backward_done = 0;  // model units whose POST_BACKWARD came
   bool ready = false;     // its gradients are complete
-  at::Tensor flat, flat_buf, reduced;
-  InFlight reduce;
 };
 
-class FsdpStrategy {
+class FsdpStrategy : private rh::sharding::ShardingBase {
  public:
   explicit FsdpStrategy(const rh_CreateArgs& args);
   ~FsdpStrategy();
@@ -205,11 +191,8 @@ class FsdpStrategy {
   Unit* unit_for(int32_t model_unit);
   Unit* root_unit();
   void share_masters();
-  rh_ParamInfo param_info(size_t i);
-  void put_metric(const std::string& name, double value);
   void reset_peaks();
   void put_step_metrics();
-  void log(rh_LogLevel level, const std::string& message);
 
   // FsdpGather.cpp: gathering, resharding, copies, collectives
   void scatter_to_params(Unit& u, const at::Tensor& flat);
@@ -224,8 +207,8 @@ class FsdpStrategy {
   void prefetch(int from, int direction);
   static rh_Error* on_unit(void* self, int32_t unit, rh_UnitPhase phase);
   void unit_event(int32_t model_unit, rh_UnitPhase phase);
-  void collective_sync(rh_Comm* comm, at::Tensor& t, rh_ReduceOp op);
-  void collective_broadcast(rh_Comm* comm, at::Tensor& t);
+  void collective_sync(rh_Comm* comm, at::Tensor& t, rh_ReduceOp op, bool count_bytes = false);
+  void collective_broadcast(rh_Comm* comm, at::Tensor& t, bool count_bytes = false);
 
   // FsdpGradients.cpp: reducing, one rank
   void launch_ready();
@@ -242,31 +225,14 @@ class FsdpStrategy {
   // Whole values (per member, any dtype) into this rank's shards.
   template <class Fn>
   void master_from(Unit& u, Fn whole) {
-    at::NoGradGuard no_grad;
-    u.master.zero_();
-    for (const Member& m : u.members) {
-      const int64_t v = m.valid(shard_index_);
-      if (v > 0)
-        u.master.narrow(0, m.offset, v)
-            .copy_(whole(m).reshape({-1}).narrow(0, shard_index_ * m.len, v));
-    }
+    Layout::master_from(u.master, u.members, shard_index_, u.block, whole);
   }
-
-  bool alone() const { return world_size_ == 1; }
-
-  void wait(InFlight& f) { f.wait(host_, comm_s_); }
 
   static int64_t elem(at::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
-
-  static double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
 
   // blocks_from_params' `only_slot` for every member.
   static constexpr int32_t kEverySlot = std::numeric_limits<int32_t>::min();
 
-  const rh_HostApi* host_;
-  rh_Context* context_;
   rh::Config node_;  // the `strategy:` map (valid until the instance is destroyed)
   FsdpConfig cfg_;
   at::ScalarType param_dtype_ = at::kFloat, reduce_dtype_ = at::kFloat;
@@ -276,20 +242,14 @@ class FsdpStrategy {
   // micro-batches of this window).
   bool alias_ = false, accumulating_ = false;
   std::vector<std::pair<int, int>> place_;
-  std::string precision_keys_;  // the precision_keys trait ("" in float32)
-  rh_Comm* world_ = nullptr;
+  std::string precision_keys_;         // the precision_keys trait ("" in float32)
   rh_Comm* shard_comm_ = nullptr;      // this rank's shard group (NULL: S = 1)
   rh_Comm* replicate_comm_ = nullptr;  // the ranks holding the same shards (NULL: none)
   rh_Comm* piece_comm_ = nullptr;      // reshard_after_forward N: this rank's group of N
-  int64_t world_size_ = 1, rank_ = 0;
-  int64_t shards_ = 1;       // S
-  int64_t shard_index_ = 0;  // this rank's place in its shard group
-  int64_t reshard_ = 1;      // reshard_after_forward, resolved to a group size
-  at::Tensor world_size_tensor_;
+  int64_t shards_ = 1;                 // S
+  int64_t shard_index_ = 0;            // this rank's place in its shard group
+  int64_t reshard_ = 1;                // reshard_after_forward, resolved to a group size
   at::Device device_ = at::kCPU;
-  rh_Model* model_ = nullptr;
-  const rh_ModelApi* api_ = nullptr;
-  std::vector<std::string> names_;
   std::vector<char> managed_;     // per parameter: in a unit (sharded or persistent)
   std::vector<int32_t> slot_of_;  // per parameter: the host's unit for it (-1: tied or none)
   std::vector<Unit> units_;
@@ -298,8 +258,7 @@ class FsdpStrategy {
   bool sync_ = true;                 // this backward reduces
   bool accumulated_window_ = false;  // a backward of this window kept its full gradients
   size_t next_launch_ = 0;
-  int backward_unit_ = -1;        // the unit whose backward runs (prefetches are retried from it)
-  std::deque<size_t> in_flight_;  // units whose reduction is issued, oldest first
+  int backward_unit_ = -1;  // the unit whose backward runs (prefetches are retried from it)
   int64_t live_units_ = 0, live_numel_ = 0;  // resharding units whole or being gathered
   int64_t peak_units_ = 0, peak_numel_ = 0;
   int64_t save_peak_numel_ = -1;
@@ -307,10 +266,10 @@ class FsdpStrategy {
   int64_t unmanaged_numel_ = 0;  // frozen and ignored parameters (always whole)
   int64_t peak_full_grad_bytes_ = 0;
   int64_t piece_numel_ = 0, peak_piece_numel_ = 0;  // reshard_after_forward N: pieces kept
-  int64_t comm_bytes_ = 0;
-  double comm_s_ = 0, gather_wait_s_ = 0;
-  BufferPool grad_pool_;    // flat reduce_dtype gradient buffers
-  BufferPool gather_pool_;  // flat param_dtype all-gather outputs
+  double gather_wait_s_ = 0;                        // of comm_.seconds(), waiting for all-gathers
+  // grad_pool_: flat reduce_dtype gradient buffers; gather_pool_: flat
+  // param_dtype all-gather outputs; in_flight_: units whose reduction is
+  // issued (ShardingBase).
 };
 
 }  // namespace rh::fsdp

@@ -30,9 +30,7 @@ void ZeroStrategy::unit_params(int32_t unit, rh_UnitParamsOp op) {
     // One rank in float32: the parameters are the masters, nothing to take.
     for (Group& g : groups_) {
       if (alias_ || (g.sharded && (g.unit != unit || !g.whole))) continue;
-      master_from(g, [&](const Member& m) {
-        return rh::borrow_tensor(param_info(m.param).data).reshape({-1}).to(at::kFloat);
-      });
+      master_from(g, [&](const Member& m) { return param(m.param).reshape({-1}).to(at::kFloat); });
     }
     if (stage_ < 3) return;
   }

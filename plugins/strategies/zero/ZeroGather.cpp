@@ -34,12 +34,7 @@ void ZeroStrategy::gather_into_params(Group& g, int64_t piece_elements) {
   for (int64_t at = 0; at < g.chunk; at += piece) {
     Piece p{at, std::min(piece, g.chunk - at), {}, {}};
     p.out = one_piece ? flat.view({-1}) : at::empty({world_size_ * p.len}, send.options());
-    p.f.in = rh::export_tensor(send.narrow(0, p.at, p.len));
-    p.f.out = rh::export_tensor(p.out);
-    const auto t0 = Clock::now();
-    rh::check(host_, host_->Comm_AllGather(world_, p.f.in, p.f.out, &p.f.work));
-    comm_s_ += seconds_since(t0);
-    comm_bytes_ += p.out.numel() * static_cast<int64_t>(p.out.element_size());
+    comm_.all_gather(world_, send.narrow(0, p.at, p.len), p.out, p.f);
     pieces.push_back(std::move(p));
   }
   // Every piece is waited for (and freed) even when one failed.
@@ -58,50 +53,32 @@ void ZeroStrategy::gather_into_params(Group& g, int64_t piece_elements) {
 }
 
 void ZeroStrategy::scatter_to_params(Group& g, const at::Tensor& flat) {
-  for (const Member& m : g.members) {
-    at::Tensor p = rh::borrow_tensor(param_info(m.param).data);
-    p.view({-1}).copy_(flat.narrow(0, m.offset, m.numel));
-  }
+  Layout::scatter(g.members, flat, world_size_, g.chunk, [&](size_t i) { return param(i); });
 }
 
 // Stage 3: a unit group's parameters whole, asynchronously.
 void ZeroStrategy::start_gather(Group& g) {
-  if (g.whole || g.gather.work != nullptr) return;
+  if (g.whole || g.gather.issued()) return;
   RECORD_USER_SCOPE("zero::all_gather");
-  for (const Member& m : g.members)
-    rh::check(host_, api_->Model_RestoreParamStorage(model_, m.param));
-  g.send = g.master.to(working_);
-  g.gathered_buf = gather_pool_.take();
-  g.gathered = g.gathered_buf.narrow(0, 0, world_size_ * g.chunk);
-  g.gather.in = rh::export_tensor(g.send);
-  g.gather.out = rh::export_tensor(g.gathered);
-  const auto t0 = Clock::now();
-  rh::check(host_, host_->Comm_AllGather(world_, g.gather.in, g.gather.out, &g.gather.work));
-  comm_s_ += seconds_since(t0);
-  comm_bytes_ += g.gathered.numel() * static_cast<int64_t>(g.gathered.element_size());
+  restore_storage(g.members);
+  g.gather.start(comm_, gather_pool_, world_, g.master.to(working_), world_size_ * g.chunk);
   live_ += g.numel;
   peak_live_ = std::max(peak_live_, live_ + persistent_numel());
 }
 
 void ZeroStrategy::finish_gather(Group& g) {
   if (g.whole) return;
-  if (g.gather.work == nullptr) start_gather(g);
+  if (!g.gather.issued()) start_gather(g);
   RECORD_USER_SCOPE("zero::wait_gather");
-  wait(g.gather);
-  {
-    at::NoGradGuard no_grad;
-    scatter_to_params(g, g.gathered);
-  }
-  g.send = g.gathered = at::Tensor();
-  gather_pool_.give(std::move(g.gathered_buf));
-  g.gathered_buf = at::Tensor();
+  scatter_to_params(g, g.gather.finish(comm_));
+  g.gather.release(gather_pool_);
   g.whole = true;
 }
 
 void ZeroStrategy::free_params(Group& g) {
-  if (g.gather.work != nullptr) finish_gather(g);
+  if (g.gather.issued()) finish_gather(g);
   if (!g.whole) return;
-  for (const Member& m : g.members) rh::check(host_, api_->Model_FreeParamStorage(model_, m.param));
+  free_storage(g.members);
   g.whole = false;
   live_ -= g.numel;
 }

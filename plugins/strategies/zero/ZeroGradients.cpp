@@ -108,7 +108,7 @@ void ZeroStrategy::grad_ready(size_t index) {
     take_local(g, static_cast<size_t>(member_of_[index]));
     return;
   }
-  if (!g.flat_grad.defined()) allocate_flat_grad(g);
+  if (!g.reduce.taken()) allocate_flat_grad(g);
   take_grad(g, static_cast<size_t>(member_of_[index]));
   if (hold_) return;  // reduced at the window's last backward
   if (++g.ready < static_cast<int>(g.members.size())) return;
@@ -121,29 +121,23 @@ void ZeroStrategy::grad_ready(size_t index) {
 void ZeroStrategy::launch(size_t k) {
   RECORD_USER_SCOPE("zero::reduce_scatter");
   Group& g = groups_[k];
-  if (!g.flat_grad.defined()) allocate_flat_grad(g);
+  if (!g.reduce.taken()) allocate_flat_grad(g);
   // A gradient still in its parameter (accumulated before this reducing
   // backward and not produced again) is taken now; one that never arrived
   // (an unused parameter) counts as zeros.
   for (size_t j = 0; j < g.members.size(); ++j)
     if (!g.filled[j] && !take_grad(g, j) && !g.held[j])
-      g.flat_grad.narrow(0, g.members[j].offset, g.members[j].numel).zero_();
-  g.reduce.in = rh::export_tensor(g.flat_grad);
-  const auto t0 = Clock::now();
+      g.reduce.flat.narrow(0, g.members[j].offset, g.members[j].numel).zero_();
   if (cfg_.zero_optimization.reduce_scatter) {
     // Accumulating: into a temporary that finish_reduce adds to grad.
-    if (accumulating_) g.rs_out = at::empty_like(g.grad);
-    g.reduce.out = rh::export_tensor(accumulating_ ? g.rs_out : g.grad);
-    rh::check(host_, host_->Comm_ReduceScatter(world_, g.reduce.in, g.reduce.out, RH_REDUCE_SUM,
-                                               &g.reduce.work));
+    if (accumulating_) g.reduce.out = at::empty_like(g.grad);
+    comm_.reduce_scatter(world_, g.reduce.flat, accumulating_ ? g.reduce.out : g.grad,
+                         RH_REDUCE_SUM, g.reduce.f);
   } else {
     // reduce_scatter: false (DeepSpeed's all-reduce path): the whole flat
     // buffer summed in place, this rank's chunk taken in finish_reduce.
-    g.reduce.out = rh::export_tensor(g.flat_grad);
-    rh::check(host_, host_->Comm_AllReduce(world_, g.reduce.out, RH_REDUCE_SUM, &g.reduce.work));
+    comm_.all_reduce_async(world_, g.reduce.flat, g.reduce.f);
   }
-  comm_s_ += seconds_since(t0);
-  comm_bytes_ += g.flat_grad.numel() * 4;
   // overlap_comm: one reduce-scatter in flight while the next group fills
   // (DeepSpeed's double buffering); off: each one finishes at once. Either
   // way a group's buffer goes back to the pool as soon as it is reduced.
@@ -160,7 +154,7 @@ bool ZeroStrategy::take_grad(Group& g, size_t j) {
   DLManagedTensor* view = nullptr;
   rh::check(host_, api_->Model_GetGrad(model_, m.param, &view));
   if (view == nullptr) return false;
-  at::Tensor slice = g.flat_grad.narrow(0, m.offset, m.numel);
+  at::Tensor slice = g.reduce.flat.narrow(0, m.offset, m.numel);
   const at::Tensor grad = rh::borrow_tensor(view).reshape({-1}).to(at::kFloat);
   if (g.held[j])
     slice.add_(grad / world_size_tensor_);
@@ -201,22 +195,19 @@ bool ZeroStrategy::take_local(Group& g, size_t j) {
 }
 
 void ZeroStrategy::finish_reduce(Group& g) {
-  if (g.reduce.work == nullptr) return;
+  if (g.reduce.f.work == nullptr) return;
   RECORD_USER_SCOPE("zero::wait");
-  wait(g.reduce);
+  wait(g.reduce.f);
   if (!cfg_.zero_optimization.reduce_scatter) {  // all-reduced: take this rank's chunk
-    const at::Tensor mine = g.flat_grad.narrow(0, rank_ * g.chunk, g.chunk);
+    const at::Tensor mine = g.reduce.flat.narrow(0, rank_ * g.chunk, g.chunk);
     if (accumulating_)
       g.grad.add_(mine);
     else
       g.grad.copy_(mine);
-  } else if (g.rs_out.defined()) {
-    g.grad.add_(g.rs_out);
-    g.rs_out = at::Tensor();
+  } else if (g.reduce.out.defined()) {
+    g.grad.add_(g.reduce.out);
   }
-  g.flat_grad = at::Tensor();  // the full gradient is gone
-  grad_pool_.give(std::move(g.flat_buf));
-  g.flat_buf = at::Tensor();
+  g.reduce.release(grad_pool_);  // the full gradient is gone
   for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it)
     if (&groups_[*it] == &g) {
       in_flight_.erase(it);
@@ -225,21 +216,15 @@ void ZeroStrategy::finish_reduce(Group& g) {
 }
 
 void ZeroStrategy::allocate_flat_grad(Group& g) {
-  g.flat_buf = grad_pool_.take();
-  g.flat_grad = g.flat_buf.narrow(0, 0, g.chunk * world_size_);
-  g.flat_grad.narrow(0, g.numel, g.chunk * world_size_ - g.numel).zero_();  // the padding
+  at::Tensor& flat = g.reduce.take(grad_pool_, g.chunk * world_size_);
+  flat.narrow(0, g.numel, g.chunk * world_size_ - g.numel).zero_();  // the padding
   std::fill(g.filled.begin(), g.filled.end(), 0);
   std::fill(g.held.begin(), g.held.end(), 0);
 }
 
 void ZeroStrategy::all_reduce(at::Tensor& t, rh_ReduceOp op) {
   RECORD_USER_SCOPE("zero::all_reduce");
-  DLManagedTensor* dl = rh::export_tensor(t);
-  const auto t0 = Clock::now();
-  rh_Error* err = host_->Comm_AllReduce(world_, dl, op, nullptr);
-  comm_s_ += seconds_since(t0);
-  dl->deleter(dl);
-  rh::check(host_, err);
+  comm_.all_reduce(world_, t, op);
 }
 
 }  // namespace rh::zero

@@ -21,7 +21,7 @@
 
 namespace rh::zero {
 
-ZeroStrategy::ZeroStrategy(const rh_CreateArgs& args) : host_(args.host), context_(args.context) {
+ZeroStrategy::ZeroStrategy(const rh_CreateArgs& args) : ShardingBase(args.host, args.context) {
   rh::Config cfg(args.host, args.config);
   const std::string job_dir = RH_STRUCT_HAS(&args, rh_CreateArgs, job_dir) && args.job_dir.data
                                   ? std::string(args.job_dir.data, args.job_dir.size)
@@ -48,7 +48,7 @@ ZeroStrategy::ZeroStrategy(const rh_CreateArgs& args) : host_(args.host), contex
 
 ZeroStrategy::~ZeroStrategy() {
   for (Group& g : groups_)
-    for (InFlight* f : {&g.reduce, &g.gather}) f->destroy(host_);
+    for (InFlight* f : {&g.reduce.f, &g.gather.f}) f->destroy(host_);
 }
 
 void ZeroStrategy::traits(rh_StrategyTraits& t) const {
@@ -137,7 +137,7 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
   const UnitSizes sizes = resolve_sizes(specs, cfg_.zero_optimization);
   build_groups(specs);
   warn_about_written_sizes(sizes);
-  const at::Device device = rh::borrow_tensor(param_info(trainable.front()).data).device();
+  const at::Device device = param(trainable.front()).device();
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
   int64_t largest = 0;
   for (const Group& g : groups_) largest = std::max(largest, g.chunk * world_size_);
@@ -155,7 +155,7 @@ void ZeroStrategy::wrap(const rh_WrapArgs& args) {
   // mixes them) in bf16 / fp16, before any callback is registered.
   if (working_ != at::kFloat)
     for (size_t i = 0; i < n; ++i) {
-      at::Tensor p = rh::borrow_tensor(param_info(i).data);
+      at::Tensor p = param(i);
       rh::hand_param_tensor(host_, api_->Model_SetParamData, model_, i,
                             p.to(working_).contiguous());
     }
@@ -246,7 +246,7 @@ void ZeroStrategy::before_backward(bool sync) {
   hold_ = !sync && stage_ == 1 && working_ != at::kFloat && !alone();
   for (Group& g : groups_) {
     g.ready = 0;
-    if (alone() || g.flat_grad.defined()) std::fill(g.filled.begin(), g.filled.end(), 0);
+    if (alone() || g.reduce.taken()) std::fill(g.filled.begin(), g.filled.end(), 0);
   }
   next_launch_ = 0;
 }
@@ -270,7 +270,7 @@ void ZeroStrategy::after_optimizer_step() {
 void ZeroStrategy::teardown() {
   for (Group& g : groups_) {
     finish_reduce(g);
-    if (g.gather.work) finish_gather(g);
+    if (g.gather.issued()) finish_gather(g);
   }
 }
 
@@ -377,7 +377,7 @@ std::vector<Group> ZeroStrategy::plan_groups(const std::vector<ParamSpec>& train
 void ZeroStrategy::build_groups(const std::vector<ParamSpec>& trainable) {
   groups_ = plan_groups(trainable, stage_, cfg_.zero_optimization, world_size_);
   for (Group& g : groups_)
-    for (Member& m : g.members) m.shape = rh::borrow_tensor(param_info(m.param).data).sizes().vec();
+    for (Member& m : g.members) m.shape = param(m.param).sizes().vec();
   group_of_.assign(names_.size(), -1);
   member_of_.assign(names_.size(), -1);
   for (size_t k = 0; k < groups_.size(); ++k)
@@ -392,34 +392,20 @@ void ZeroStrategy::build_groups(const std::vector<ParamSpec>& trainable) {
 // optimizer's in-place update is the parameter's update.
 void ZeroStrategy::share_masters() {
   for (Group& g : groups_)
-    for (const Member& m : g.members) {
-      rh::hand_param_tensor(host_, api_->Model_SetParamData, model_, m.param,
-                            g.master.narrow(0, m.offset, m.numel).view(m.shape));
-    }
+    for (const Member& m : g.members) alias_to_master<Layout>(g.master, m);
 }
 
 // ---- Small helpers -----------------------------------------------------------------
-
-rh_ParamInfo ZeroStrategy::param_info(size_t i) {
-  rh_ParamInfo info{};
-  info.struct_size = RH_PARAM_INFO_STRUCT_SIZE;
-  rh::check(host_, api_->Model_GetParam(model_, i, &info));
-  return info;
-}
 
 std::string ZeroStrategy::unit_name(size_t u) {
   rh_StringView v = api_->Model_UnitName(model_, static_cast<int32_t>(u));
   return std::string(v.data, v.size);
 }
 
-void ZeroStrategy::put_metric(const std::string& name, double value) {
-  rh::check(host_, host_->Metric_Put(context_, name.data(), name.size(), value));
-}
-
 void ZeroStrategy::put_comm_metrics() {
   if (alone()) return;  // nothing communicated, nothing gathered, nothing to report
-  put_metric("zero/comm_bytes", static_cast<double>(comm_bytes_));
-  put_metric("zero/comm_ms", 1e3 * comm_s_);
+  put_metric("zero/comm_bytes", static_cast<double>(comm_.bytes()));
+  put_metric("zero/comm_ms", 1e3 * comm_.seconds());
   if (stage_ == 3) put_metric("zero/peak_gathered_numel", static_cast<double>(peak_live_));
   // What this rank held at the step's peak (docs/zero.md, "Memory"):
   // parameters whole in the working dtype (all of them below stage 3;
@@ -435,13 +421,8 @@ void ZeroStrategy::put_comm_metrics() {
   put_metric("zero/param_bytes", static_cast<double>(working * whole + 4 * chunks));
   put_metric("zero/gather_buffer_bytes", static_cast<double>(gather_pool_.held_bytes()));
   put_metric("zero/grad_bytes", static_cast<double>(4 * chunks + grad_pool_.held_bytes()));
-  comm_bytes_ = 0;
-  comm_s_ = 0;
+  comm_.reset();
   peak_live_ = live_ + persistent_numel();
-}
-
-void ZeroStrategy::log(rh_LogLevel level, const std::string& message) {
-  host_->Log(context_, level, message.data(), message.size());
 }
 
 void ZeroStrategy::parse_injections(const std::string& spec) {

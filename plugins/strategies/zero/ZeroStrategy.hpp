@@ -114,33 +114,26 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "CommBuffers.hpp"
 #include "LossScaler.hpp"
+#include "ShardLayouts.hpp"
+#include "ShardedBlock.hpp"
+#include "ShardingBase.hpp"
 #include "ZeroConfig.hpp"
 #include "rh/rh_plugin.h"
 
 namespace rh::zero {
 
-using Clock = std::chrono::steady_clock;
-using rh::sharding::BufferPool;
 using rh::sharding::InFlight;
-
+// The layout: DeepSpeed's flat chunks (ShardLayouts.hpp).
+using Layout = rh::sharding::FlatChunks;
 // One parameter's place in its group's flat vector.
-struct Member {
-  size_t param = 0;
-  int64_t offset = 0;  // first element in the group's flat vector
-  int64_t numel = 0;
-  std::vector<int64_t> shape;
-};
+using Member = Layout::Member;
 
 // A trainable parameter as the layout sees it: at Wrap from the model, in
 // estimate_memory from its rh_ParamSize (the same groups either way).
@@ -151,31 +144,25 @@ struct ParamSpec {
   bool tied = false;
 };
 
-struct Group {
+// A group is a block of the common layer (ShardedBlock.hpp): master and
+// grad [chunk] float32; reduce.flat [N * chunk] float32 while this backward
+// collects it, reduce.out [chunk] when accumulating into grad; gather, the
+// stage 3 all-gather in the working dtype.
+struct Group : rh::sharding::ShardState {
   std::vector<Member> members;
-  int64_t numel = 0;     // sum of the members' elements
-  int64_t chunk = 0;     // ceil(numel / N): each rank's part
-  int unit = -1;         // stage 3: the unit whose params it holds; -1: persistent
-  bool sharded = false;  // stage 3 unit group: parameters freed between uses
-  at::Tensor master;     // [chunk] float32
-  at::Tensor grad;       // [chunk] float32
-  at::Tensor
-      flat_grad;        // [N * chunk] float32 (a view of flat_buf), while this backward collects it
-  at::Tensor flat_buf;  // from the gradient pool
-  std::vector<char> filled;  // per member: its gradient is in flat_grad
-  // Stage 1 in bf16 / fp16 between optimizer steps: per member, flat_grad
+  int64_t numel = 0;         // sum of the members' elements
+  int64_t chunk = 0;         // ceil(numel / N): each rank's part
+  int unit = -1;             // stage 3: the unit whose params it holds; -1: persistent
+  bool sharded = false;      // stage 3 unit group: parameters freed between uses
+  std::vector<char> filled;  // per member: its gradient is in reduce.flat
+  // Stage 1 in bf16 / fp16 between optimizer steps: per member, reduce.flat
   // already holds (float32) the sum of earlier micro-batches' gradients.
   std::vector<char> held;
-  at::Tensor rs_out;  // [chunk] float32 when accumulating into grad
   int ready = 0;      // members whose gradient arrived this backward
-  InFlight reduce;    // the reduce-scatter
-  // Stage 3 gathering.
-  bool whole = true;                        // the parameters hold their values
-  at::Tensor send, gathered, gathered_buf;  // gathered: a view of gathered_buf (gather pool)
-  InFlight gather;
+  bool whole = true;  // stage 3: the parameters hold their values
 };
 
-class ZeroStrategy {
+class ZeroStrategy : private rh::sharding::ShardingBase {
  public:
   explicit ZeroStrategy(const rh_CreateArgs& args);
   ~ZeroStrategy();
@@ -214,11 +201,8 @@ class ZeroStrategy {
   void build_groups(const std::vector<ParamSpec>& trainable);
   void warn_about_written_sizes(const UnitSizes& sizes);
   void share_masters();
-  rh_ParamInfo param_info(size_t i);
   std::string unit_name(size_t u);
-  void put_metric(const std::string& name, double value);
   void put_comm_metrics();
-  void log(rh_LogLevel level, const std::string& message);
   void parse_injections(const std::string& spec);
 
   // ZeroGradients.cpp: reducing, one rank
@@ -251,26 +235,9 @@ class ZeroStrategy {
   // member's flattened float32 values).
   template <class F>
   void master_from(Group& g, F value) {
-    at::NoGradGuard no_grad;
-    const int64_t lo = rank_ * g.chunk, hi = lo + g.chunk;
-    g.master.zero_();
-    for (const Member& m : g.members) {
-      const int64_t a = std::max(lo, m.offset), b = std::min(hi, m.offset + m.numel);
-      if (a >= b) continue;
-      g.master.narrow(0, a - lo, b - a).copy_(value(m).narrow(0, a - m.offset, b - a));
-    }
+    Layout::master_from(g.master, g.members, rank_, g.chunk, value);
   }
 
-  void wait(InFlight& f) { f.wait(host_, comm_s_); }
-
-  bool alone() const { return world_size_ == 1; }
-
-  static double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-
-  const rh_HostApi* host_;
-  rh_Context* context_;
   ZeroConfig cfg_;
   int stage_ = 1;
   std::unique_ptr<rh::zero::LossScaler> scaler_;
@@ -280,13 +247,6 @@ class ZeroStrategy {
   std::string precision_keys_;  // the precision_keys trait ("" in float32)
   bool fp16_compute_float_ = false;
   at::ScalarType working_ = at::kFloat;
-  rh_Comm* world_ = nullptr;
-  int64_t world_size_ = 1;
-  int64_t rank_ = 0;
-  at::Tensor world_size_tensor_;
-  rh_Model* model_ = nullptr;
-  const rh_ModelApi* api_ = nullptr;
-  std::vector<std::string> names_;
   std::vector<int32_t> unit_of_;
   std::vector<Group> groups_;
   std::vector<int> group_of_, member_of_;         // parameter -> group, member (-1: frozen)
@@ -297,14 +257,12 @@ class ZeroStrategy {
   size_t next_launch_ = 0;
   int64_t steps_ = 0;  // optimizer steps taken or skipped
   std::set<int64_t> injections_;
-  int64_t comm_bytes_ = 0;
-  double comm_s_ = 0;
   int64_t live_ = 0, peak_live_ = 0;  // stage 3: gathered elements of unit groups (+ persistent)
   int64_t all_param_numel_ = 0;       // every parameter, frozen ones too
   int64_t untracked_numel_ = 0;       // stage 3: frozen parameters (always whole)
-  BufferPool grad_pool_;              // flat float32 gradient buffers
-  BufferPool gather_pool_;            // flat working-dtype buffers of all-gathers
-  std::deque<size_t> in_flight_;      // groups whose reduce-scatter is issued, oldest first
+  // grad_pool_: flat float32 gradient buffers; gather_pool_: flat
+  // working-dtype buffers of all-gathers; in_flight_: groups whose
+  // reduce-scatter is issued (ShardingBase).
 };
 
 }  // namespace rh::zero

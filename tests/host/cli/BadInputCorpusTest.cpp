@@ -390,8 +390,9 @@ TEST_F(BadInputCorpusTest, PluginClipGradWithoutReduceGradNorm) {
                           "{max_norm: 1.0}}\ntrain_cfg: {max_epochs: 1}\nstrategy: {type: "
                           "own_optimizer, plugin: " +
                           plugin("rh_test_own_optimizer") + "}\n";
-  // Under the launcher: the program checks the job and its plugins once
-  // (cli/LaunchCheck.hpp) and launches no rank; the message comes once.
+  // Under the launcher: local rank 0 checks the job and its plugins while
+  // the other rank waits (launch/LaunchGate.hpp); the launcher prints the
+  // refusal once, unprefixed, and no rank goes on.
   dir.write("job.yaml", job);
   auto r = rh::test::run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " +
                                  runner_host() +
@@ -895,9 +896,10 @@ TEST_F(BrokenInstallTest, InstallWithoutTheRunnerLibrary) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("cannot load the runner library (reinstall runner-host): " +
                                   library().string() + ": cannot open shared object file"));
-  // --help never needs it. The launcher does not either, but its check
-  // before launch (cli/LaunchCheck.hpp) runs the job's checks in a child of
-  // the program, which reports the missing library once: no worker starts.
+  // --help never needs it, nor does the launcher; its workers do: rank 0
+  // reports it through the launch gate (launch/LaunchGate.hpp), the launcher
+  // prints it once, and rank 1, which cannot load it either, ends without a
+  // word when the gate closes.
   auto help = run_copy("--help");
   EXPECT_EQ(help.exit_code, 0) << help.output;
   EXPECT_THAT(help.output, HasSubstr("--nproc-per-node"));

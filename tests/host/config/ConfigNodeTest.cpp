@@ -73,6 +73,22 @@ TEST(ConfigNodeTest, ParseKeepsKindsOrderLocationsAndPaths) {
   EXPECT_EQ(root->find("tilde")->location().str(), "job.yaml:7:8");
 }
 
+TEST(ConfigNodeTest, FindPathFollowsDotsAndCanTakeNullForAbsent) {
+  const NodePtr root = parse(
+      "optim_wrapper: {optimizer: {type: SGD, lr: 0.1}, clip_grad: ~}\n"
+      "dist: {backend: gloo}\n");
+  const Node* lr = root->find_path("optim_wrapper.optimizer.lr");
+  ASSERT_NE(lr, nullptr);
+  EXPECT_EQ(lr->scalar(), "0.1");
+  EXPECT_EQ(root->find_path("dist"), root->find("dist"));
+  EXPECT_EQ(root->find_path("dist.timeout_s"), nullptr);           // absent
+  EXPECT_EQ(root->find_path("dist.backend.gloo"), nullptr);        // below a scalar
+  EXPECT_EQ(root->find_path("no.such.key"), nullptr);              // absent early
+  ASSERT_NE(root->find_path("optim_wrapper.clip_grad"), nullptr);  // null is a node...
+  EXPECT_TRUE(root->find_path("optim_wrapper.clip_grad")->is_null());
+  EXPECT_EQ(root->find_path("optim_wrapper.clip_grad", true), nullptr);  // ...or absent
+}
+
 TEST(ConfigNodeTest, QuotedScalarsAreStrings) {
   const NodePtr root = parse(
       "a: '1'\n"

@@ -42,8 +42,7 @@ TEST(ImageJobTest, TheRecipesDataSideTrainsAVitOnTwoRanksAndValidates) {
   // The job as shipped, smaller: a 1-block model, 4 images a batch per rank.
   auto r = rh::test::run_command(
       "cd " + quote(dir.path().string()) + " && " + quote(RH_RUNNER_HOST) +
-      " --config configs/vit_imagenet.yaml --nproc-per-node 2 --master-port " +
-      std::to_string(rh::test::free_port()) +
+      " --config configs/vit_imagenet.yaml --nproc-per-node 2"
       " --set model.dim=32 --set model.depth=1 --set model.heads=2 --set data.train.batch_size=4 "
       "--set data.val.batch_size=4 --set train_cfg.max_epochs=2 --set work_dir=" +
       quote(work.string()));

@@ -62,9 +62,7 @@ class DistributedTest : public ::testing::Test {
     return rh::test::run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " +
                                  quote(RH_RUNNER_HOST) + " --config " + name + ".yaml " + args);
   }
-  std::string launch2() const {
-    return "--nproc-per-node 2 --master-port " + std::to_string(free_port());
-  }
+  std::string launch2() const { return "--nproc-per-node 2"; }
 };
 
 TEST_F(DistributedTest, DdpOnTwoRanksEqualsOneRankWithTheGlobalBatch) {
@@ -166,8 +164,7 @@ class DistributedResumeTest : public DistributedTest {
     };
     const std::string cfg = "{by_epoch: false, max_iters: 8}";
     const std::string hooks = "  - {type: checkpoint, by_epoch: false, interval: 3}\n";
-    const std::string launch = "--nproc-per-node " + std::to_string(ranks) + " --master-port " +
-                               std::to_string(free_port());
+    const std::string launch = "--nproc-per-node " + std::to_string(ranks);
     auto straight = run("straight", with(job("{type: ddp}", 8, cfg, hooks)), launch);
     ASSERT_EQ(straight.exit_code, 0) << straight.output;
     const std::string signal_hook =
@@ -175,15 +172,13 @@ class DistributedResumeTest : public DistributedTest {
         (fs::path(RH_TEST_PLUGIN_DIR) / "librh_test_raise_signal.so").string() +
         ", signal: 10, iter: 2, rank: " + std::to_string(ranks - 1) + "}\n";
     auto stopped = run("resumed", with(job("{type: ddp}", 8, cfg, hooks + signal_hook)),
-                       "--nproc-per-node " + std::to_string(ranks) + " --master-port " +
-                           std::to_string(free_port()));
+                       "--nproc-per-node " + std::to_string(ranks));
     EXPECT_NE(stopped.exit_code, 0) << stopped.output;
     EXPECT_THAT(stopped.output, HasSubstr("stopped by signal"));
     EXPECT_THAT(rh::test::read_file(dir / "resumed/iter_3/meta.json"), HasSubstr("\"iter\": 4,"));
     ASSERT_FALSE(fs::exists(dir / "resumed/iter_6")) << stopped.output;
     auto rest = run("resumed", with(job("{type: ddp}", 8, cfg, hooks, "resume: auto\n")),
-                    "--nproc-per-node " + std::to_string(ranks) + " --master-port " +
-                        std::to_string(free_port()));
+                    "--nproc-per-node " + std::to_string(ranks));
     ASSERT_EQ(rest.exit_code, 0) << rest.output;
     for (const char* f : {"model.safetensors", "optimizer.safetensors"})
       EXPECT_EQ(rh::test::read_file(dir / "straight/iter_8" / f),

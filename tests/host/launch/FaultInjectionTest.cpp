@@ -169,8 +169,7 @@ class FaultInjectionTest : public ::testing::Test {
   // that run it on 2 ranks.
   std::string two_ranks(const std::string& name, const std::string& yaml) {
     dir.write(name + ".yaml", "work_dir: " + (dir / name).string() + "\n" + yaml);
-    return "--config " + name + ".yaml --nproc-per-node 2 --master-port " +
-           std::to_string(rh::test::free_port());
+    return "--config " + name + ".yaml --nproc-per-node 2";
   }
   void expect_stopped_rank_named(const std::string& args, const std::string& naming);
 };

@@ -68,8 +68,9 @@ TEST(LaunchCli, WorkersFailingGiveTheirCode) {
               ::testing::ContainsRegex("runner-host launcher: rank [01] exited with code 2"));
 }
 
-// A job that cannot run at all (here: no such file) is refused once by the
-// program before it launches a rank (cli/LaunchCheck.hpp).
+// A job that cannot run at all (here: no such file) is refused once: local
+// rank 0 says so through the launch gate (launch/LaunchGate.hpp), the other
+// rank ends without a word.
 TEST(LaunchCli, AnInvalidJobIsRefusedBeforeAnyRankIsLaunched) {
   rh::test::TempDir dir;
   auto r = run("--nproc-per-node 2 --config " + quote((dir / "missing.yaml").string()));

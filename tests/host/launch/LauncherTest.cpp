@@ -382,6 +382,45 @@ TEST_F(LauncherTest, AFailingRankStopsTheOthersAndGivesItsCode) {
   expect_all_gone();
 }
 
+// The launch gate (LaunchGate.hpp): rank 0 checks first, the others wait.
+TEST_F(LauncherTest, AGateRefusedByRankZeroIsSaidOnceAndNoRankGoesOn) {
+  LaunchOptions o = options(3);
+  o.gate = true;
+  LaunchRun r = run(o, {"@0", "gate-refuse", "runner-host: error: job.yaml:3:1: bad", "gate-wait",
+                        "out", "went on"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err, "runner-host: error: job.yaml:3:1: bad\n");  // once, unprefixed, nothing else
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(LauncherTest, AGatePassedByRankZeroLetsEveryRankGoOn) {
+  LaunchOptions o = options(3);
+  o.gate = true;
+  // Rank 0 passes only once the others are waiting at the gate (their
+  // pid files written): the gate holds them, and then lets them go.
+  const std::string d = pid_dir.string();
+  LaunchRun r = run(o, {"pidfile", d, "@0", "wait-pids", d, "3", "@0", "out", "checked", "@0",
+                        "gate-pass", "gate-wait", "out", "went on"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(lines_of(r.out, "[rank 0] "), (std::vector<std::string>{"checked", "went on"}));
+  for (const std::string p : {"[rank 1] ", "[rank 2] "})
+    EXPECT_EQ(lines_of(r.out, p), (std::vector<std::string>{"went on"}));
+  // Ranks 1 and 2 went on after rank 0 said "checked" (one output file, in
+  // the order the launcher wrote it).
+  EXPECT_LT(r.out.find("[rank 0] checked"), r.out.find("[rank 1] went on"));
+  EXPECT_LT(r.out.find("[rank 0] checked"), r.out.find("[rank 2] went on"));
+}
+
+TEST_F(LauncherTest, ARankZeroThatEndsWithoutAVerdictClosesTheGate) {
+  LaunchOptions o = options(2);
+  o.gate = true;
+  LaunchRun r = run(o, {"@0", "exit", "3", "gate-wait", "out", "went on"});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("runner-host launcher: rank 0 exited with code 3\n"));
+  EXPECT_THAT(r.err, Not(HasSubstr("rank 1"))) << "the waiting rank ends without a word";
+  EXPECT_EQ(r.out, "");
+}
+
 TEST_F(LauncherTest, ARankKilledBySigkillGives137) {
   const std::string d = pid_dir.string();
   LaunchRun r = run(options(3),

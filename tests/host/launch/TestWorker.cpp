@@ -28,6 +28,10 @@
 //                   or another program would take it), then "store listen:
 //                   ok|<error>" (bind on [::] with SO_REUSEADDR and listen, as
 //                   rank 0's TCPStore does)
+//   gate-pass       the launch gate (RH_LAUNCH_GATE, check role): passed
+//   gate-refuse T   the launch gate: refused with the line T; exit 2
+//   gate-wait       the launch gate (wait role): wait for it; closed: exit 2
+//                   without a word (as runner-host's ranks do)
 // and exits with 0 at the end.
 #include <netinet/in.h>
 #include <signal.h>
@@ -44,6 +48,8 @@
 #include <string>
 #include <thread>
 #include <utility>
+
+#include "launch/LaunchGate.hpp"
 
 namespace {
 
@@ -113,7 +119,8 @@ std::string try_bind(int family, bool reuse, bool listen_too) {
 }
 
 int arity(const std::string& cmd) {
-  if (cmd == "env" || cmd == "ignore-term" || cmd == "dispositions" || cmd == "port-check")
+  if (cmd == "env" || cmd == "ignore-term" || cmd == "dispositions" || cmd == "port-check" ||
+      cmd == "gate-pass" || cmd == "gate-wait")
     return 0;
   if (cmd == "wait-pids") return 2;
   return 1;
@@ -122,6 +129,7 @@ int arity(const std::string& cmd) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rh::launch::WorkerGate gate = rh::launch::WorkerGate::from_env();
   const std::string rank = env_or("RANK", "0");
   const std::string restart = env_or("TORCHELASTIC_RESTART_COUNT", "0");
   for (int i = 1; i < argc; ++i) {
@@ -141,7 +149,14 @@ int main(int argc, char** argv) {
       return 100;
     }
     auto arg = [&]() -> std::string { return argv[++i]; };
-    if (cmd == "out") {
+    if (cmd == "gate-pass") {
+      gate.pass();
+    } else if (cmd == "gate-refuse") {
+      gate.refuse(arg() + "\n");
+      return 2;
+    } else if (cmd == "gate-wait") {
+      if (!gate.wait_until_open()) return 2;
+    } else if (cmd == "out") {
       std::printf("%s\n", arg().c_str());
       std::fflush(stdout);
     } else if (cmd == "err") {

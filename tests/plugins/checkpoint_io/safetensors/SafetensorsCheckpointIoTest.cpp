@@ -121,26 +121,26 @@ class SafetensorsTest : public ::testing::Test {
   fs::path file(const std::string& stem = "model") const { return dir() / (stem + ".safetensors"); }
   const rh_HostApi* api() const { return host_.api(); }
 
-  Result call(const host::CheckpointIoInstance& io,
-              rh_Error* (*fn)(rh_CheckpointIoInstance*, const rh_CheckpointFileArgs*),
-              rh_StateDict* dict, const std::string& stem, const std::string& directory) {
+  using Entry = rh_Error* (host::CheckpointIoInstance::*)(const rh_CheckpointFileArgs&) const;
+  Result call(const host::CheckpointIoInstance& io, Entry fn, rh_StateDict* dict,
+              const std::string& stem, const std::string& directory) {
     rh_CheckpointFileArgs args{RH_CHECKPOINT_FILE_ARGS_STRUCT_SIZE,
                                {directory.data(), directory.size()},
                                {stem.data(), stem.size()},
                                dict};
-    return take(fn(io.handle(), &args));
+    return take((io.*fn)(args));
   }
   // Save, then Flush (the file is durable only after it), as the host does.
   Result save(rh_StateDict& dict, const std::string& stem = "model") {
-    Result r = call(*io_, io_->vtable().Save, &dict, stem, dir().string());
+    Result r = call(*io_, &host::CheckpointIoInstance::save, &dict, stem, dir().string());
     if (r.code != RH_ERROR_OK) return r;
-    return take(io_->vtable().Flush(io_->handle()));
+    return take(io_->flush());
   }
   Result load(rh_StateDict& dict, const std::string& stem = "model") {
-    return call(*io_, io_->vtable().Load, &dict, stem, dir().string());
+    return call(*io_, &host::CheckpointIoInstance::load, &dict, stem, dir().string());
   }
   Result verify(const std::string& stem = "model") {
-    return call(*io_, io_->vtable().Verify, nullptr, stem, dir().string());
+    return call(*io_, &host::CheckpointIoInstance::verify, nullptr, stem, dir().string());
   }
 
   template <class T>
@@ -228,8 +228,8 @@ TEST_F(SafetensorsTest, DescribesItself) {
   ASSERT_EQ(p.components.size(), 1u);
   EXPECT_EQ(p.components[0].kind, RH_COMPONENT_CHECKPOINT_IO);
   EXPECT_EQ(p.components[0].type_name, "safetensors");
-  EXPECT_NE(io_->vtable().Verify, nullptr);
-  EXPECT_NE(io_->vtable().Flush, nullptr);  // Flush makes the saved files durable
+  EXPECT_TRUE(io_->has_verify());
+  EXPECT_TRUE(io_->has_flush());  // Flush makes the saved files durable
 }
 
 TEST_F(SafetensorsTest, RejectsBadConfig) {
@@ -369,14 +369,17 @@ TEST_F(SafetensorsTest, WritesTheSpecsBytesForATinyTensor) {
   EXPECT_EQ(reference_crc32(data), 0x2e3fa576u);
 
   auto plain = host_.create_checkpoint_io("{type: safetensors, checksum: false}");
-  ASSERT_EQ(call(*plain, plain->vtable().Save, &dict, "plain", dir().string()).message, "");
+  ASSERT_EQ(call(*plain, &host::CheckpointIoInstance::save, &dict, "plain", dir().string()).message,
+            "");
   EXPECT_EQ(read_bytes(file("plain")),
             std::string("\x58\0\0\0\0\0\0\0", 8) +
                 "{\"__metadata__\":{\"format\":\"pt\"},"
                 "\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}"
                 "   " +
                 data);
-  EXPECT_EQ(call(*plain, plain->vtable().Verify, nullptr, "plain", dir().string()).message, "");
+  EXPECT_EQ(
+      call(*plain, &host::CheckpointIoInstance::verify, nullptr, "plain", dir().string()).message,
+      "");
 }
 
 TEST_F(SafetensorsTest, AnIndependentReaderAgreesWithTheFile) {
@@ -546,7 +549,8 @@ TEST_F(SafetensorsTest, SaveHandsTheChecksumsItWroteToTheHost) {
   auto plain = host_.create_checkpoint_io("{type: safetensors, checksum: false}");
   rh_StateDict other;
   put<float>(other, "a", {kDLFloat, 32, 1}, {1}, {5});
-  ASSERT_EQ(call(*plain, plain->vtable().Save, &other, "plain", dir().string()).message, "");
+  ASSERT_EQ(
+      call(*plain, &host::CheckpointIoInstance::save, &other, "plain", dir().string()).message, "");
   EXPECT_FALSE(other.entries.at("a").crc32.has_value());
 }
 
@@ -625,13 +629,14 @@ TEST_F(SafetensorsTest, VerifyOnTwoThreadsReportsTheFirstDamagedTensor) {
 TEST_F(SafetensorsTest, ASavedFileIsCompleteBeforeFlushAndFlushCanRepeat) {
   rh_StateDict dict;
   put<float>(dict, "a", {kDLFloat, 32, 1}, {2}, {1, 2});
-  ASSERT_EQ(call(*io_, io_->vtable().Save, &dict, "model", dir().string()).message, "");
+  ASSERT_EQ(call(*io_, &host::CheckpointIoInstance::save, &dict, "model", dir().string()).message,
+            "");
   EXPECT_EQ(names_in(dir()), (std::vector<std::string>{"model.safetensors"}));
   rh_StateDict loaded;
   ASSERT_EQ(load(loaded).message, "");
   EXPECT_EQ(tensor(loaded, "a"), "2/32 [2] 0000803f00000040");
-  EXPECT_EQ(take(io_->vtable().Flush(io_->handle())).message, "");
-  EXPECT_EQ(take(io_->vtable().Flush(io_->handle())).message, "");
+  EXPECT_EQ(take(io_->flush()).message, "");
+  EXPECT_EQ(take(io_->flush()).message, "");
 }
 
 TEST_F(SafetensorsTest, AFlippedBlobByteIsDetected) {
@@ -790,7 +795,8 @@ TEST_F(SafetensorsTest, FilesWithoutChecksumsPassTheStructuralChecks) {
   auto plain = host_.create_checkpoint_io("{type: safetensors, checksum: false}");
   rh_StateDict dict;
   put<float>(dict, "w", {kDLFloat, 32, 1}, {2}, {1, 2});
-  ASSERT_EQ(call(*plain, plain->vtable().Save, &dict, "model", dir().string()).message, "");
+  ASSERT_EQ(call(*plain, &host::CheckpointIoInstance::save, &dict, "model", dir().string()).message,
+            "");
   EXPECT_THAT(read_bytes(file()), ::testing::Not(HasSubstr("crc32")));
   EXPECT_EQ(verify().message, "");
   rh_StateDict loaded;
@@ -927,7 +933,8 @@ TEST_F(SafetensorsTest, SaveRefusesWhatItCannotWriteAndWritesNothing) {
     EXPECT_TRUE(fs::is_empty(dir()));
   }
   rh_StateDict dict;
-  Result r = call(*io_, io_->vtable().Save, &dict, "model", (dir() / "absent").string());
+  Result r =
+      call(*io_, &host::CheckpointIoInstance::save, &dict, "model", (dir() / "absent").string());
   EXPECT_EQ(r.code, RH_ERROR_NOT_FOUND);
   EXPECT_EQ(r.message, (dir() / "absent/model.safetensors.tmp").string() +
                            ": cannot create: No such file or directory");

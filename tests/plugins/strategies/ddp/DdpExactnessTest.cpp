@@ -32,7 +32,6 @@ using ::testing::HasSubstr;
 namespace {
 
 using rh::test::expect_close;
-using rh::test::free_port;
 using rh::test::metric_lines;
 using rh::test::read_safetensors;
 using rh::test::safetensors_header;
@@ -82,10 +81,7 @@ class DdpExactnessTest : public ::testing::Test {
     return rh::test::run_command("cd " + quote(dir.path().string()) + " && env -u RH_PLUGIN_PATH " +
                                  quote(RH_RUNNER_HOST) + " --config " + name + ".yaml " + args);
   }
-  static std::string launch(int ranks) {
-    return "--nproc-per-node " + std::to_string(ranks) + " --master-port " +
-           std::to_string(free_port());
-  }
+  static std::string launch(int ranks) { return "--nproc-per-node " + std::to_string(ranks); }
 };
 
 // Small buckets (several per backward) whose layout changes when the plan is
