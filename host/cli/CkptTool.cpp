@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -14,6 +16,7 @@
 #include "checkpoint/CheckpointMeta.hpp"
 #include "checkpoint/CheckpointStore.hpp"
 #include "checkpoint/ShardReader.hpp"
+#include "cli/CkptHf.hpp"
 #include "config/ConfigNode.hpp"
 #include "config/YamlReader.hpp"
 #include "formats/PosixFile.hpp"
@@ -33,6 +36,7 @@ const char* kUsage =
     "usage: runner-host ckpt inspect DIR\n"
     "       runner-host ckpt consolidate DIR -o OUT.safetensors\n"
     "       runner-host ckpt convert DIR --to torch -o OUT.pt\n"
+    "       runner-host ckpt convert DIR --to hf -o OUTDIR   (a llama: Hugging Face's layout)\n"
     "options: --plugin-path DIR (repeatable): where the checkpoint-IO plugin is found\n";
 
 struct ToolArgs {
@@ -74,8 +78,8 @@ ToolArgs parse(const std::vector<std::string>& args) {
   if (a.command != "inspect" && a.out.empty()) throw std::invalid_argument(a.command + " needs -o");
   if (a.command == "inspect" && !a.out.empty())
     throw std::invalid_argument("inspect writes nothing (no -o)");
-  if (a.command == "convert" && a.to != "torch")
-    throw std::invalid_argument("convert needs --to torch" +
+  if (a.command == "convert" && a.to != "torch" && a.to != "hf")
+    throw std::invalid_argument("convert needs --to torch or --to hf" +
                                 (a.to.empty() ? std::string() : " (got '" + a.to + "')"));
   if (a.command != "convert" && !a.to.empty()) throw std::invalid_argument("--to is for convert");
   return a;
@@ -337,45 +341,37 @@ class Tool {
     return kExitDamaged;
   }
 
-  // One tensor at a time: the header (its length fixed: every checksum is 8
-  // hex digits) first with placeholder checksums, the data, then the header
-  // again with the checksums of what was written.
-  int consolidate() {
-    const auto tensors = model_tensors(meta_.tensors);
-    if (tensors.empty())
-      throw host::HostError(RH_ERROR_NOT_FOUND,
-                            "checkpoint " + args_.dir.string() + " has no model tensors");
-    safetensors::Header header;
-    header.metadata = {{"format", "pt"}};
+  // Writes the safetensors file `out` (through OUT.tmp, renamed once
+  // complete and synced), one tensor at a time: the header (its length
+  // fixed: every checksum is 8 hex digits) first with placeholder
+  // checksums, the data (`data(i, sink)` hands tensor i's bytes to `sink`),
+  // then the header again with the checksums of what was written. Returns
+  // the bytes of data.
+  using Sink = std::function<void(const uint8_t*, size_t)>;
+  static uint64_t write_safetensors(const fs::path& out, safetensors::Header header,
+                                    const std::function<void(size_t, const Sink&)>& data) {
     uint64_t offset = 0;
-    for (const auto& [name, t] : tensors) {
-      safetensors::TensorEntry e;
-      e.name = name;
-      e.dtype = safetensors::dtype_by_name(t->dtype);
-      if (e.dtype == nullptr)
-        throw host::HostError(RH_ERROR_UNIMPLEMENTED, "tensor '" + name + "' has dtype " +
-                                                          t->dtype + ", which safetensors lacks");
-      for (int64_t d : t->shape) e.shape.push_back(static_cast<uint64_t>(d));
+    for (safetensors::TensorEntry& e : header.tensors) {
+      const uint64_t bytes = e.end - e.begin;
       e.begin = offset;
-      e.end = offset + static_cast<uint64_t>(bytes_of(*t));
+      e.end = offset + bytes;
       e.crc32 = 0;
       offset = e.end;
-      header.tensors.push_back(std::move(e));
     }
-    const fs::path out = fs::absolute(args_.out);
     const std::string tmp = out.string() + ".tmp";
     try {
       posix::PosixFile file = posix::PosixFile::create(tmp);
       const std::string placeholder = safetensors::encode_header(header);
       const std::string start = safetensors::file_start(placeholder);
       file.write_all(start.data(), start.size());
-      for (size_t i = 0; i < tensors.size(); ++i) {
-        rh_StateDict one;
-        reader_->read({reader_->whole("model." + tensors[i].first, "t")}, one);
-        const rh_StateDict::Entry& t = one.entries.at("t");
-        file.write_all(t.data(), t.size());
-        header.tensors[i].crc32 = rh::crc32_update(0, t.data(), t.size());
-      }
+      for (size_t i = 0; i < header.tensors.size(); ++i)
+        data(i, [&](const uint8_t* bytes, size_t size) {
+          if (size != header.tensors[i].size())
+            throw host::HostError(RH_ERROR_INTERNAL, "tensor '" + header.tensors[i].name +
+                                                         "' read back at another size");
+          file.write_all(bytes, size);
+          header.tensors[i].crc32 = rh::crc32_update(0, bytes, size);
+        });
       const std::string final_header = safetensors::encode_header(header);
       if (final_header.size() != placeholder.size())
         throw host::HostError(RH_ERROR_INTERNAL, "the header changed size");
@@ -391,12 +387,102 @@ class Tool {
       fs::remove(tmp);
       throw;
     }
+    return offset;
+  }
+
+  // A safetensors entry for `t` (its data offsets span its size).
+  static safetensors::TensorEntry entry_of(const std::string& name,
+                                           const checkpoint::LogicalTensor& t) {
+    safetensors::TensorEntry e;
+    e.name = name;
+    e.dtype = safetensors::dtype_by_name(t.dtype);
+    if (e.dtype == nullptr)
+      throw host::HostError(RH_ERROR_UNIMPLEMENTED, "tensor '" + name + "' has dtype " + t.dtype +
+                                                        ", which safetensors lacks");
+    for (int64_t d : t.shape) e.shape.push_back(static_cast<uint64_t>(d));
+    e.begin = 0;
+    e.end = static_cast<uint64_t>(bytes_of(t));
+    return e;
+  }
+
+  // Model tensor `name`, whole.
+  rh_StateDict read_whole(const std::string& name) {
+    rh_StateDict one;
+    reader_->read({reader_->whole("model." + name, "t")}, one);
+    return one;
+  }
+
+  int consolidate() {
+    const auto tensors = model_tensors(meta_.tensors);
+    if (tensors.empty())
+      throw host::HostError(RH_ERROR_NOT_FOUND,
+                            "checkpoint " + args_.dir.string() + " has no model tensors");
+    safetensors::Header header;
+    header.metadata = {{"format", "pt"}};
+    for (const auto& [name, t] : tensors) header.tensors.push_back(entry_of(name, *t));
+    const fs::path out = fs::absolute(args_.out);
+    const uint64_t bytes = write_safetensors(out, header, [&](size_t i, const Sink& sink) {
+      const rh_StateDict one = read_whole(tensors[i].first);
+      const rh_StateDict::Entry& t = one.entries.at("t");
+      sink(t.data(), t.size());
+    });
     std::cout << "wrote " << out.string() << ": " << tensors.size() << " tensor(s), "
-              << mb(static_cast<double>(offset)) << ", from " << args_.dir.string() << "\n";
+              << mb(static_cast<double>(bytes)) << ", from " << args_.dir.string() << "\n";
+    return 0;
+  }
+
+  // --to hf (CkptHf.hpp): OUTDIR/model.safetensors and OUTDIR/config.json.
+  int convert_hf() {
+    const config::Node* model = job_->find("model");
+    if (model == nullptr)
+      throw host::HostError(RH_ERROR_DATA_LOSS,
+                            (args_.dir / "meta.json").string() + ": its config has no model");
+    const auto tensors = model_tensors(meta_.tensors);
+    std::vector<std::string> names;
+    for (const auto& [name, t] : tensors) names.push_back(name);
+    std::vector<HfTensor> plan;
+    try {
+      plan = hf_llama_plan(*model, names);
+    } catch (const std::invalid_argument& e) {
+      throw host::HostError(RH_ERROR_INVALID_ARGUMENT, e.what());
+    }
+    safetensors::Header header;
+    header.metadata = {{"format", "pt"}};
+    int64_t ffn_dim = 0;
+    std::string dtype = "float32";
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      header.tensors.push_back(entry_of(plan[i].hf_name, *tensors[i].second));
+      if (plan[i].name == "layers.0.feed_forward.w1.weight") ffn_dim = tensors[i].second->shape[0];
+      if (plan[i].name == "tok_embeddings.weight")
+        dtype = tensors[i].second->dtype == "BF16"  ? "bfloat16"
+                : tensors[i].second->dtype == "F16" ? "float16"
+                                                    : "float32";
+    }
+    const fs::path out = fs::absolute(args_.out);
+    fs::create_directories(out);
+    const uint64_t bytes =
+        write_safetensors(out / "model.safetensors", header, [&](size_t i, const Sink& sink) {
+          const rh_StateDict one = read_whole(tensors[i].first);
+          const rh_StateDict::Entry& t = one.entries.at("t");
+          if (plan[i].rotary_heads == 0) return sink(t.data(), t.size());
+          const std::vector<int64_t>& shape = tensors[i].second->shape;
+          const std::vector<uint8_t> hf =
+              permute_rotary_rows(t.data(), shape[0], shape[1], plan[i].rotary_heads,
+                                  checkpoint::dtype_size(tensors[i].second->dtype));
+          sink(hf.data(), hf.size());
+        });
+    const std::string json = hf_llama_config_json(*model, ffn_dim, dtype);
+    const std::string tmp = (out / "config.json.tmp").string();
+    std::ofstream(tmp) << json;
+    posix::rename_file(tmp, (out / "config.json").string());
+    std::cout << "wrote " << out.string() << ": model.safetensors (" << tensors.size()
+              << " tensor(s) under Hugging Face's names, " << mb(static_cast<double>(bytes))
+              << ") and config.json (LlamaForCausalLM)\n";
     return 0;
   }
 
   int convert() {
+    if (args_.to == "hf") return convert_hf();
     std::map<std::string, rh_StateDict::Entry> tensors;
     for (const auto& [name, t] : model_tensors(meta_.tensors)) {
       rh_StateDict one;

@@ -23,6 +23,7 @@ std::unique_ptr<Model> build_model(const config::Node& cfg, uint64_t seed,
       {"convnet", [&](const config::Node& c) { return make_convnet(c, seed); }},
       {"vit", [&](const config::Node& c) { return make_vit(c, seed); }},
       {"gpt", [&](const config::Node& c) { return make_gpt(c, seed); }},
+      {"llama", [&](const config::Node& c) { return make_llama(c, seed); }},
       {"torchscript", [&](const config::Node& c) { return make_torchscript(c, job_dir); }},
   };
   // validate() has checked that `type` is one of these.

@@ -26,8 +26,8 @@ config::Schema build_model_schema() {
                       "mean, std, to_rgb (or at the top of the job)"});
     fields.push_back(
         {"train_cfg", batch_augments_schema(), false, "batch augments: Mixup, CutMix"});
-    fields.push_back({"head", classifier_head_schema(), false,
-                      "only `loss`: the head's size is num_classes"});
+    fields.push_back(
+        {"head", classifier_head_schema(), false, "only `loss`: the head's size is num_classes"});
     return with_frozen(std::move(fields));
   };
 
@@ -74,6 +74,23 @@ config::Schema build_model_schema() {
                       {"tie_weights", boolean(), false,
                        "the head reuses the token embedding (default false)"},
                   })},
+          {"llama",
+           with_frozen({
+               {"vocab_size", positive, true, "tokens V"},
+               {"dim", positive, false, "embedding width D, a multiple of n_heads (default 64)"},
+               {"n_layers", positive, false, "transformer layers (default 2)"},
+               {"n_heads", positive, false, "query heads H; D / H even (default 4)"},
+               {"n_kv_heads", positive, false,
+                "key/value heads, dividing n_heads (grouped-query attention; default n_heads)"},
+               {"multiple_of", positive, false,
+                "the feed-forward width is rounded up to a multiple of it (default 256)"},
+               {"ffn_dim_multiplier", number_above(0), false,
+                "scales the feed-forward width 2/3 * 4D (default none)"},
+               {"norm_eps", number_above(0), false, "RMSNorm's epsilon (default 1e-5)"},
+               {"rope_theta", number_above(0), false,
+                "rotary embeddings' base (default 10000; Llama 3: 500000)"},
+               {"max_seq_len", positive, false, "the longest T (default 2048)"},
+           })},
           {"torchscript",
            with_frozen({
                {"path", string(), true, "the .pt file; a relative path starts at the job's folder"},

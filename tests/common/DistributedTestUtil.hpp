@@ -94,6 +94,29 @@ inline void expect_close(const std::filesystem::path& a_file, const std::filesys
   }
 }
 
+// A small llama (grouped-query attention: 4 heads, 2 key/value heads; 3
+// layers) trained on the text file `text` as char_lm, AdamW with clip_grad,
+// for `iters` iterations under `strategy`, saved at the end; `hooks`: more
+// hook lines ("  - {type: metrics}\n").
+inline std::string llama_char_job(const std::string& text, const std::string& strategy, int iters,
+                                  const std::string& hooks = "") {
+  return "seed: 2\n"
+         "model: {type: llama, vocab_size: 96, dim: 32, n_layers: 3, n_heads: 4, n_kv_heads: 2, "
+         "multiple_of: 16, max_seq_len: 16}\n"
+         "data:\n"
+         "  train: {dataset: {type: char_lm, path: " +
+         text +
+         ", block_size: 16, split: train},\n"
+         "          batch_size: 4, shuffle: true, num_workers: 0}\n"
+         "optim_wrapper:\n"
+         "  optimizer: {type: AdamW, lr: 0.003, weight_decay: 0.1}\n"
+         "  clip_grad: {max_norm: 0.5}\n"
+         "train_cfg: {by_epoch: false, max_iters: " +
+         std::to_string(iters) + "}\nstrategy: " + strategy +
+         "\nhooks:\n  - {type: checkpoint, by_epoch: false, interval: " + std::to_string(iters) +
+         "}\n" + hooks + "dist: {timeout_s: 30}\n";
+}
+
 // metrics.jsonl lines of `mode` ("train", "val"), each as a map of its numbers.
 inline std::vector<std::map<std::string, double>> metric_lines(const std::filesystem::path& file,
                                                                const std::string& mode) {

@@ -410,6 +410,23 @@ TEST_F(BadInputCorpusTest, PluginClipGradWithoutReduceGradNorm) {
                       "rank's shards"});
 }
 
+// The models' rules between keys (their builders'), found when the job is
+// checked: --dry-run, and each rank before anything is created.
+TEST_F(BadInputCorpusTest, ModelLlamaHeadsThatShareNoKeyValueHeads) {
+  expect_job_refused(
+      "work_dir: work\nmodel: {type: llama, vocab_size: 96, dim: 32, n_heads: 4, n_kv_heads: 3}\n" +
+          kTrainData + kRest,
+      "--dry-run", 2,
+      {"job.yaml:2:71: model.n_kv_heads: n_heads 4 is not a multiple of n_kv_heads 3 (each "
+       "key/value head serves n_heads / n_kv_heads query heads)"});
+}
+
+TEST_F(BadInputCorpusTest, ModelGptDimThatHeadsDoNotDivide) {
+  expect_job_refused("work_dir: work\nmodel: {type: gpt, vocab_size: 96, dim: 60, heads: 8}\n" +
+                         kTrainData + kRest,
+                     "--dry-run", 2, {"job.yaml:2:52: model.heads: dim 60 is not a multiple of heads 8"});
+}
+
 TEST_F(BadInputCorpusTest, ModelTorchScriptFileMissing) {
   expect_job_refused(
       "work_dir: work\nmodel: {type: torchscript, path: nope.pt}\n" + kTrainData + kRest, "", 2,

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 
@@ -179,6 +180,54 @@ TEST_F(CkptToolTest, ConvertToTorchIsADictThatTorchLoadReads) {
   EXPECT_THAT(py.output, HasSubstr("torch.load read"));
 }
 
+// convert --to hf: a llama trained under fsdp on 2 ranks (grouped-query
+// attention, Llama 3's rope_theta) as Hugging Face's LlamaForCausalLM loads
+// it. hf_llama_reader.py parses the files itself, checks every name, shape
+// and config value, and runs transformers' forward (rotate_half rotary
+// embeddings) on them against Meta's reference (interleaved pairs) on the
+// --to torch file of the same checkpoint, both in float64: their logits
+// differ by float64 rounding only, so 1e-9, where leaving wq / wk
+// unpermuted moves them by 2.3e-4 (measured by breaking the converter so).
+// LlamaTest ties Meta's reference to runner-host's forward within 1e-10.
+TEST_F(CkptToolTest, ConvertToHfIsWhatHuggingFacesLlamaComputes) {
+  const std::string job =
+      "seed: 4\n"
+      "model: {type: llama, vocab_size: 96, dim: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, "
+      "multiple_of: 16, rope_theta: 500000, norm_eps: 1.0e-6, max_seq_len: 16}\n"
+      "data:\n"
+      "  train: {dataset: {type: char_lm, path: " +
+      std::string(RH_TEST_TEXT) +
+      ", block_size: 16, split: train},\n"
+      "          batch_size: 4, shuffle: true, num_workers: 0}\n"
+      "optim_wrapper: {optimizer: {type: AdamW, lr: 0.003}}\n"
+      "train_cfg: {by_epoch: false, max_iters: 3}\nstrategy: {type: fsdp}\n"
+      "hooks:\n  - {type: checkpoint, by_epoch: false, interval: 3}\ndist: {timeout_s: 30}\n";
+  auto run = rh::test::run_job(dir, "llama", job, 2);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const fs::path at = dir / "llama" / "iter_3", hf = dir / "hf", pt = dir / "llama.pt";
+  auto r = ckpt("convert " + quote(at.string()) + " --to hf -o " + quote(hf.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("model.safetensors (21 tensor(s) under Hugging Face's names"));
+  ASSERT_TRUE(fs::exists(hf / "config.json"));
+  ASSERT_EQ(
+      ckpt("convert " + quote(at.string()) + " --to torch -o " + quote(pt.string())).exit_code, 0);
+  RH_REQUIRE_PYTHON_TORCH(RH_INSTALL_DEPS);
+  auto py = rh::test::run_command("/usr/bin/python3 " + quote(RH_HF_LLAMA_READER) + " " +
+                                  quote(hf.string()) + " " + quote(pt.string()) + " 1e-9");
+  EXPECT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_THAT(py.output, HasSubstr("max |HF layout - Meta reference|"));
+  std::cout << py.output;  // the difference, for the log
+}
+
+TEST_F(CkptToolTest, ConvertToHfRefusesAModelThatIsNotALlama) {
+  const fs::path at = zero_checkpoint();
+  auto r = ckpt("convert " + quote(at.string()) + " --to hf -o " + quote((dir / "hf").string()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--to hf converts a llama checkpoint (model.type llama, Hugging "
+                                  "Face's LlamaForCausalLM); this one's model is 'gpt'"));
+  EXPECT_FALSE(fs::exists(dir / "hf")) << "nothing is written for a refused conversion";
+}
+
 TEST_F(CkptToolTest, BadUsageSaysWhy) {
   struct Case {
     std::string args, message;
@@ -187,7 +236,7 @@ TEST_F(CkptToolTest, BadUsageSaysWhy) {
   for (const Case& c :
        {Case{"", "no command", 2}, Case{"list x", "unknown command 'list'", 2},
         Case{"consolidate x", "consolidate needs -o", 2},
-        Case{"convert x -o y.pt", "convert needs --to torch", 2},
+        Case{"convert x -o y.pt", "convert needs --to torch or --to hf", 2},
         Case{"convert x --to onnx -o y", "(got 'onnx')", 2},
         Case{"inspect a b", "inspect takes one checkpoint directory", 2},
         Case{"inspect " + (dir / "nothing").string(), "no such checkpoint directory", 1}}) {

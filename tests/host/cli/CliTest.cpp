@@ -469,6 +469,7 @@ TEST(ConfigsTest, TheTokenFileJobsTrainOnWhatTextToTokensWrites) {
   rh::test::TempDir dir;
   fs::create_directories(dir / "configs");
   for (const auto& [job, flags] : {std::pair<std::string, std::string>{"gpt_token_bin", ""},
+                                   {"llama_token_bin", ""},
                                    {"gpt_megatron", " --megatron"}}) {
     SCOPED_TRACE(job);
     fs::copy_file(source / "configs" / (job + ".yaml"), dir / "configs" / (job + ".yaml"));

@@ -383,7 +383,7 @@ TEST_F(LifecycleTest, UnknownTypesListTheChoices) {
   EXPECT_EQ(model.exit_code, 2);
   EXPECT_THAT(
       model.output,
-      HasSubstr("unknown model type 'resnet'; choices: convnet, gpt, mlp, torchscript, vit"));
+      HasSubstr("unknown model type 'resnet'; choices: convnet, gpt, llama, mlp, torchscript, vit"));
   auto optim = run(job, "--set optim_wrapper.optimizer.type=Adamw --dry-run");
   EXPECT_EQ(optim.exit_code, 2);
   EXPECT_THAT(optim.output, HasSubstr("unknown optimizer type 'Adamw'; choices: Adam, AdamW, SGD"));

@@ -41,8 +41,8 @@ TEST(ModelSchemaTest, AcceptsEveryTypeWithAllItsKeys) {
 
 TEST(ModelSchemaTest, UnknownTypeListsTheChoices) {
   EXPECT_THAT(errors_of("type: mlpp\nin_features: 8"),
-              ElementsAre("model.type: unknown model type 'mlpp'; choices: convnet, gpt, mlp, "
-                          "torchscript, vit (did you mean 'mlp'?)"));
+              ElementsAre("model.type: unknown model type 'mlpp'; choices: convnet, gpt, llama, "
+                          "mlp, torchscript, vit (did you mean 'mlp'?)"));
 }
 
 TEST(ModelSchemaTest, UnknownKeySuggestsTheKnownOne) {

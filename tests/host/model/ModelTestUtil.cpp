@@ -1,5 +1,6 @@
 #include "host/model/ModelTestUtil.hpp"
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "common/TestUtil.hpp"
@@ -68,6 +69,21 @@ std::pair<double, double> fit(Model& model, const at::Tensor& input, const at::T
   }
   torch::NoGradGuard no_grad;
   return {first, loss_of(model, input, target).item<double>()};
+}
+
+void expect_causal(Model& model, int64_t vocab, int64_t batch, int64_t tokens) {
+  model.train(false);
+  torch::NoGradGuard no_grad;
+  at::Tensor ids = torch::randint(0, vocab, {batch, tokens});
+  const at::Tensor before = model.forward(ids);
+  ASSERT_EQ(before.sizes(), at::IntArrayRef({batch, tokens, vocab}));
+  for (int64_t t = 0; t + 1 < tokens; ++t) {
+    at::Tensor changed = ids.clone();
+    changed.index_put_({torch::indexing::Slice(), t + 1}, (ids.select(1, t + 1) + 1) % vocab);
+    const at::Tensor after = model.forward(changed);
+    EXPECT_TRUE(torch::equal(after.slice(1, 0, t + 1), before.slice(1, 0, t + 1))) << "t=" << t;
+    EXPECT_FALSE(torch::allclose(after.select(1, t + 1), before.select(1, t + 1))) << "t=" << t;
+  }
 }
 
 }  // namespace rh::model::test

@@ -35,6 +35,11 @@ std::vector<at::Tensor> snapshot(Model& model);
 // model (B, T, V) vs (B, T).
 at::Tensor loss_of(Model& model, const at::Tensor& input, const at::Tensor& target);
 
+// A language model's logits at position t depend on tokens 0..t only: for
+// every t, changing token t + 1 of random (batch, tokens) ids below `vocab`
+// leaves the logits of positions 0..t bit for bit and changes t + 1's.
+void expect_causal(Model& model, int64_t vocab, int64_t batch, int64_t tokens);
+
 // Runs `steps` Adam steps on one fixed batch; returns the loss before the
 // first step and after the last.
 std::pair<double, double> fit(Model& model, const at::Tensor& input, const at::Tensor& target,

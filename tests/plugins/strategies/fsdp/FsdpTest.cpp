@@ -256,6 +256,26 @@ TEST_F(FsdpTest, TorchScriptModelEqualsDdp) {
                          ckpt("ts_fsdp", "iter_20", "model.safetensors"), 0.0f);
 }
 
+// model.type llama (Meta's layout): one unit per layer, as torchtitan wraps
+// it, sharded as gpt's blocks are and equal to ddp bit for bit (the same
+// argument as expect_like_ddp's), grouped-query attention included.
+TEST_F(FsdpTest, LlamaIsShardedByLayerAndEqualsDdp) {
+  auto job = [](const std::string& strategy) {
+    return rh::test::llama_char_job(RH_TEST_TEXT, strategy, 12);
+  };
+  auto ddp = run("llama_ddp", job("{type: ddp}"), 2);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  auto r = run("llama_fsdp", job("{type: fsdp}"), 2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // tok_embeddings, layers.0 .. layers.2, output
+  EXPECT_THAT(r.output, HasSubstr("strategy 'fsdp': full_shard, 5 unit(s)"));
+  rh::test::expect_close(ckpt("llama_ddp", "iter_12", "model.safetensors"),
+                         ckpt("llama_fsdp", "iter_12", "model.safetensors"), 0.0f);
+  const auto weights = read_safetensors(ckpt("llama_ddp", "iter_12", "model.safetensors"));
+  ASSERT_EQ(weights.count("layers.2.attention.wk.weight"), 1u);
+  EXPECT_EQ(weights.at("layers.2.attention.wk.weight").size(), 16u * 32u);  // 2 kv heads x 8
+}
+
 // Gradient accumulation: no reduction until the window's last micro-batch,
 // and the same parameters as ddp accumulating likewise.
 TEST_F(FsdpTest, AccumulationEqualsDdpAccumulating) {

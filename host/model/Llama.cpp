@@ -1,0 +1,204 @@
+// llama: a Llama-style decoder (Meta's Llama 2/3 reference, torchtitan's
+// layout and key names) for language modelling.
+//
+//   ids (B, T) int64, T <= max_seq_len
+//   -> tok_embeddings                                       (B, T, D)
+//   -> layers.i: h = x + attention(attention_norm(x))
+//                out = h + feed_forward(ffn_norm(h))        (B, T, D)
+//   -> norm -> output, no bias                              (B, T, V)
+//
+// attention: grouped-query attention (n_heads H query heads share
+//   n_kv_heads KV key/value heads, H / KV each), causal, rotary position
+//   embeddings on q and k (Meta's interleaved pairs: elements 2i and 2i+1 of
+//   a head rotate by t * rope_theta^(-2i / head_dim)), no biases:
+//   wq (H hd, D), wk (KV hd, D), wv (KV hd, D), wo (D, H hd), hd = D / H.
+// feed_forward: SwiGLU, w2(silu(w1 x) * w3 x): w1, w3 (F, D), w2 (D, F),
+//   F = 2/3 * 4D, times ffn_dim_multiplier when given, rounded up to a
+//   multiple of multiple_of (Meta's rule).
+// norms: RMSNorm, x / sqrt(mean(x^2) + norm_eps) * weight, computed in at
+//   least float32 and cast back (as Meta's); the rotation likewise.
+//
+// Tensors: tok_embeddings.weight (V, D); layers.N.attention.{wq,wk,wv,wo}.weight,
+// layers.N.feed_forward.{w1,w2,w3}.weight, layers.N.{attention_norm,ffn_norm}.weight;
+// norm.weight; output.weight (V, D). Init as torchtitan's (depth_init):
+// tok_embeddings N(0, 1); wq, wk, wv, w1 N(0, 0.02^2); wo, w2, w3 N(0, s^2)
+// with s = 0.02 / sqrt(2 (N + 1)) for layer N; output N(0, 1/D) (torchtitan
+// truncates it at 3 std, not done here); norm weights 1.
+//
+// Units: tok_embeddings, layers.0 .. layers.{n_layers-1}, output (norm and
+// output), as torchtitan wraps it for FSDP.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/BuiltinModel.hpp"
+#include "model/Layers.hpp"
+#include "model/LlamaConfig.hpp"
+#include "model/ModelBuilders.hpp"
+#include "model/ParamRegistry.hpp"
+#include "model/TransformerBlock.hpp"
+
+namespace rh::model {
+namespace {
+
+constexpr double kLlamaInitStd = 0.02;
+
+// The dtype a norm or a rotation computes in: at least float32.
+at::ScalarType compute_dtype(const at::Tensor& x) {
+  return at::promote_types(x.scalar_type(), at::kFloat);
+}
+
+struct RmsNorm {
+  at::Tensor weight;  // (D)
+  double eps = 1e-5;
+  at::Tensor forward(const at::Tensor& x) const {
+    const at::Tensor xf = x.to(compute_dtype(x));
+    const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return normed.to(x.scalar_type()) * weight;
+  }
+};
+
+RmsNorm make_rms_norm(ParamRegistry& reg, const std::string& name, int64_t dim, double eps) {
+  return RmsNorm{reg.add_parameter(name + ".weight", reg.ones({dim})), eps};
+}
+
+// The rotation of positions 0 .. T-1: cos and sin (T, hd / 2), in `dtype`.
+struct Rotary {
+  at::Tensor cos, sin;
+};
+
+Rotary rotary(int64_t T, int64_t head_dim, double theta, at::ScalarType dtype,
+              const at::Device& device) {
+  const auto opts = at::TensorOptions().dtype(dtype).device(device);
+  // 1 / theta^(2i / hd), i = 0 .. hd/2 - 1, as Meta's precompute_freqs_cis.
+  const at::Tensor freqs =
+      1.0 / at::pow(theta, torch::arange(0, head_dim, 2, opts) / static_cast<double>(head_dim));
+  const at::Tensor angles = at::outer(torch::arange(T, opts), freqs);  // (T, hd/2)
+  return {angles.cos(), angles.sin()};
+}
+
+// x (B, T, heads, hd) rotated pairwise: (x0, x1) of pair i at position t ->
+// (x0 cos - x1 sin, x0 sin + x1 cos): Meta's complex product, in real terms.
+at::Tensor rotate(const at::Tensor& x, const Rotary& r) {
+  const at::Tensor xf = x.to(r.cos.scalar_type());
+  const auto sizes = x.sizes();
+  const at::Tensor pairs = xf.reshape({sizes[0], sizes[1], sizes[2], sizes[3] / 2, 2});
+  const at::Tensor x0 = pairs.select(-1, 0), x1 = pairs.select(-1, 1);  // (B, T, h, hd/2)
+  const at::Tensor c = r.cos.view({1, sizes[1], 1, sizes[3] / 2});
+  const at::Tensor s = r.sin.view({1, sizes[1], 1, sizes[3] / 2});
+  return at::stack({x0 * c - x1 * s, x0 * s + x1 * c}, -1).flatten(3).to(x.scalar_type());
+}
+
+class LlamaLayer {
+ public:
+  LlamaLayer(ParamRegistry& reg, const std::string& name, const LlamaConfig& c, int64_t index)
+      : c_(c) {
+    const int64_t D = c.dim, hd = c.head_dim(), F = c.ffn_dim();
+    const WeightInit normal{WeightInit::Kind::Normal, kLlamaInitStd};
+    const WeightInit depth{WeightInit::Kind::Normal,
+                           kLlamaInitStd / std::sqrt(2.0 * static_cast<double>(index + 1))};
+    attention_norm_ = make_rms_norm(reg, name + ".attention_norm", D, c.norm_eps);
+    wq_ = make_linear(reg, name + ".attention.wq", {D, c.n_heads * hd, false, normal});
+    wk_ = make_linear(reg, name + ".attention.wk", {D, c.n_kv_heads * hd, false, normal});
+    wv_ = make_linear(reg, name + ".attention.wv", {D, c.n_kv_heads * hd, false, normal});
+    wo_ = make_linear(reg, name + ".attention.wo", {c.n_heads * hd, D, false, depth});
+    ffn_norm_ = make_rms_norm(reg, name + ".ffn_norm", D, c.norm_eps);
+    w1_ = make_linear(reg, name + ".feed_forward.w1", {D, F, false, normal});
+    w2_ = make_linear(reg, name + ".feed_forward.w2", {F, D, false, depth});
+    w3_ = make_linear(reg, name + ".feed_forward.w3", {D, F, false, depth});
+  }
+
+  at::Tensor forward(const at::Tensor& x, const Rotary& r) const {
+    const at::Tensor h = x + attention(attention_norm_.forward(x), r);
+    const at::Tensor n = ffn_norm_.forward(h);
+    return h + w2_.forward(at::silu(w1_.forward(n)) * w3_.forward(n));
+  }
+
+ private:
+  at::Tensor attention(const at::Tensor& x, const Rotary& r) const {
+    const int64_t B = x.size(0), T = x.size(1), H = c_.n_heads, KV = c_.n_kv_heads;
+    const int64_t hd = c_.head_dim(), rep = H / KV;
+    const at::Tensor q = rotate(wq_.forward(x).view({B, T, H, hd}), r);
+    at::Tensor k = rotate(wk_.forward(x).view({B, T, KV, hd}), r);
+    at::Tensor v = wv_.forward(x).view({B, T, KV, hd});
+    if (rep > 1) {  // Meta's repeat_kv: query head j reads key/value head j / rep
+      k = k.unsqueeze(3).expand({B, T, KV, rep, hd}).reshape({B, T, H, hd});
+      v = v.unsqueeze(3).expand({B, T, KV, rep, hd}).reshape({B, T, H, hd});
+    }
+    const at::Tensor out = self_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                          /*causal=*/true, 0.0,
+                                          /*training=*/false, kernel_);  // (B, H, T, hd)
+    return wo_.forward(out.transpose(1, 2).reshape({B, T, H * hd}));
+  }
+
+  LlamaConfig c_;
+  AttentionKernel kernel_ = default_attention_kernel();
+  RmsNorm attention_norm_, ffn_norm_;
+  Linear wq_, wk_, wv_, wo_, w1_, w2_, w3_;
+};
+
+class Llama final : public BuiltinModel {
+ public:
+  Llama(const LlamaConfig& c, uint64_t seed) : BuiltinModel(seed), config_(c) {
+    registry().begin_unit("tok_embeddings");
+    tok_embeddings_ = make_embedding(registry(), "tok_embeddings", c.vocab_size, c.dim, 1.0);
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+      const std::string name = "layers." + std::to_string(i);
+      registry().begin_unit(name);
+      layers_.emplace_back(registry(), name, c, i);
+    }
+    registry().begin_unit("output");
+    norm_ = make_rms_norm(registry(), "norm", c.dim, c.norm_eps);
+    output_ =
+        make_linear(registry(), "output",
+                    {c.dim,
+                     c.vocab_size,
+                     false,
+                     {WeightInit::Kind::Normal, 1.0 / std::sqrt(static_cast<double>(c.dim))}});
+  }
+
+  at::Tensor forward(const at::Tensor& input) override {
+    if (input.dim() != 2 || input.scalar_type() != at::kLong) {
+      throw std::invalid_argument("llama: expected int64 token ids (B, T), got " +
+                                  std::string(c10::toString(input.scalar_type())) + " " +
+                                  c10::str(input.sizes()));
+    }
+    const int64_t T = input.size(1);
+    if (T > config_.max_seq_len) {
+      throw std::invalid_argument(
+          "llama: input has T=" + std::to_string(T) +
+          " tokens, more than max_seq_len=" + std::to_string(config_.max_seq_len) +
+          " (raise model.max_seq_len or feed shorter sequences)");
+    }
+    int unit = 0;
+    at::Tensor x = run_unit(unit++, input, [this](const at::Tensor& ids) {
+      return tok_embeddings_.forward(ids);  // (B, T, D)
+    });
+    // In the weights' dtype, at least float32 (the rotation's), once for every layer.
+    const Rotary r =
+        rotary(T, config_.head_dim(), config_.rope_theta, compute_dtype(x), x.device());
+    for (const LlamaLayer& layer : layers_)
+      x = run_unit(unit++, x, [&layer, r](const at::Tensor& h) { return layer.forward(h, r); });
+    return run_unit(unit, x, [this](const at::Tensor& h) {
+      return output_.forward(norm_.forward(h));  // (B, T, V)
+    });
+  }
+
+  Task task() const override { return Task::LanguageModel; }
+
+ private:
+  LlamaConfig config_;
+  Embedding tok_embeddings_;
+  std::vector<LlamaLayer> layers_;
+  RmsNorm norm_;
+  Linear output_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_llama(const config::Node& cfg, uint64_t seed) {
+  return std::make_unique<Llama>(read_llama_config(cfg), seed);
+}
+
+}  // namespace rh::model
