@@ -15,6 +15,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (not in ATen.h on 2.x)
 
 #include <algorithm>
 #include <cstdint>
