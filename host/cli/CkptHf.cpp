@@ -87,6 +87,57 @@ std::vector<uint8_t> permute_rotary_rows(const uint8_t* data, int64_t rows, int6
   return out;
 }
 
+std::vector<std::vector<size_t>> hf_shards(const std::vector<uint64_t>& sizes, uint64_t max_bytes) {
+  std::vector<std::vector<size_t>> shards;
+  uint64_t current = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (shards.empty() ||
+        (max_bytes > 0 && !shards.back().empty() && current + sizes[i] > max_bytes)) {
+      shards.emplace_back();
+      current = 0;
+    }
+    shards.back().push_back(i);
+    current += sizes[i];
+  }
+  return shards;
+}
+
+uint64_t parse_shard_size(const std::string& text) {
+  size_t end = 0;
+  unsigned long long number = 0;
+  try {
+    number = std::stoull(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  const std::string unit = text.substr(end);
+  static const std::pair<const char*, uint64_t> kUnits[] = {{"", 1},
+                                                            {"B", 1},
+                                                            {"KB", 1000},
+                                                            {"MB", 1000 * 1000},
+                                                            {"GB", 1000ULL * 1000 * 1000},
+                                                            {"KiB", 1024},
+                                                            {"MiB", 1024 * 1024},
+                                                            {"GiB", 1024ULL * 1024 * 1024}};
+  if (end > 0 && text[0] != '-')
+    for (const auto& [name, scale] : kUnits)
+      if (unit == name && number > 0) return static_cast<uint64_t>(number) * scale;
+  throw std::invalid_argument(
+      "--max-shard-size: expected a positive size such as 5GB, 500MB, "
+      "2GiB or a number of bytes, got '" +
+      text + "'");
+}
+
+std::string hf_index_json(uint64_t total_size,
+                          const std::vector<std::pair<std::string, std::string>>& weight_map) {
+  std::string out = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total_size) +
+                    "},\n  \"weight_map\": {";
+  for (size_t i = 0; i < weight_map.size(); ++i)
+    out += std::string(i ? "," : "") + "\n    " + json::quoted(weight_map[i].first) + ": " +
+           json::quoted(weight_map[i].second);
+  return out + "\n  }\n}\n";
+}
+
 std::string hf_llama_config_json(const config::Node& model, int64_t ffn_dim,
                                  const std::string& torch_dtype) {
   const model::LlamaConfig c = llama_of(model);

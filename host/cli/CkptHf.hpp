@@ -36,6 +36,23 @@ std::vector<HfTensor> hf_llama_plan(const config::Node& model,
 std::vector<uint8_t> permute_rotary_rows(const uint8_t* data, int64_t rows, int64_t cols,
                                          int64_t heads, size_t elem);
 
+// Hugging Face's split of a checkpoint into files of at most `max_bytes`
+// (huggingface_hub's rule: tensors in order, a new file when the next one
+// would overflow the current one; a tensor larger than the limit alone in
+// its file). `sizes`: the tensors' bytes; returns each file's tensor
+// indices. max_bytes 0: one file.
+std::vector<std::vector<size_t>> hf_shards(const std::vector<uint64_t>& sizes, uint64_t max_bytes);
+
+// "5GB", "500MB", "2GiB", "1000": bytes (KB/MB/GB decimal, KiB/MiB/GiB
+// binary, as transformers reads max_shard_size). Throws
+// std::invalid_argument naming the value.
+uint64_t parse_shard_size(const std::string& text);
+
+// model.safetensors.index.json: {"metadata": {"total_size": N},
+// "weight_map": {name: file, ...}}.
+std::string hf_index_json(uint64_t total_size,
+                          const std::vector<std::pair<std::string, std::string>>& weight_map);
+
 // config.json of LlamaForCausalLM for `model` (the job's), with the
 // feed-forward width `ffn_dim` (w1's rows) and the weights' `torch_dtype`
 // ("float32", "bfloat16", ...).

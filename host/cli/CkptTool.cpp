@@ -36,7 +36,9 @@ const char* kUsage =
     "usage: runner-host ckpt inspect DIR\n"
     "       runner-host ckpt consolidate DIR -o OUT.safetensors\n"
     "       runner-host ckpt convert DIR --to torch -o OUT.pt\n"
-    "       runner-host ckpt convert DIR --to hf -o OUTDIR   (a llama: Hugging Face's layout)\n"
+    "       runner-host ckpt convert DIR --to hf -o OUTDIR [--max-shard-size 5GB]\n"
+    "                                        (a llama in Hugging Face's layout; files of at most\n"
+    "                                        that size and model.safetensors.index.json)\n"
     "options: --plugin-path DIR (repeatable): where the checkpoint-IO plugin is found\n";
 
 struct ToolArgs {
@@ -44,6 +46,7 @@ struct ToolArgs {
   fs::path dir;
   fs::path out;
   std::string to;
+  uint64_t max_shard_bytes = 0;  // --to hf: 0, one model.safetensors
   std::vector<std::string> plugin_paths;
 };
 
@@ -63,6 +66,8 @@ ToolArgs parse(const std::vector<std::string>& args) {
       a.to = value();
     else if (arg == "--plugin-path")
       a.plugin_paths.push_back(value());
+    else if (arg == "--max-shard-size")
+      a.max_shard_bytes = parse_shard_size(value());
     else if (!arg.empty() && arg[0] == '-')
       throw std::invalid_argument("unknown option " + arg);
     else
@@ -82,6 +87,8 @@ ToolArgs parse(const std::vector<std::string>& args) {
     throw std::invalid_argument("convert needs --to torch or --to hf" +
                                 (a.to.empty() ? std::string() : " (got '" + a.to + "')"));
   if (a.command != "convert" && !a.to.empty()) throw std::invalid_argument("--to is for convert");
+  if (a.max_shard_bytes > 0 && a.to != "hf")
+    throw std::invalid_argument("--max-shard-size is for convert --to hf");
   return a;
 }
 
@@ -460,24 +467,50 @@ class Tool {
     }
     const fs::path out = fs::absolute(args_.out);
     fs::create_directories(out);
-    const uint64_t bytes =
-        write_safetensors(out / "model.safetensors", header, [&](size_t i, const Sink& sink) {
-          const rh_StateDict one = read_whole(tensors[i].first);
-          const rh_StateDict::Entry& t = one.entries.at("t");
-          if (plan[i].rotary_heads == 0) return sink(t.data(), t.size());
-          const std::vector<int64_t>& shape = tensors[i].second->shape;
-          const std::vector<uint8_t> hf =
-              permute_rotary_rows(t.data(), shape[0], shape[1], plan[i].rotary_heads,
-                                  checkpoint::dtype_size(tensors[i].second->dtype));
-          sink(hf.data(), hf.size());
-        });
+    auto write_tensor = [&](size_t i, const Sink& sink) {
+      const rh_StateDict one = read_whole(tensors[i].first);
+      const rh_StateDict::Entry& t = one.entries.at("t");
+      if (plan[i].rotary_heads == 0) return sink(t.data(), t.size());
+      const std::vector<int64_t>& shape = tensors[i].second->shape;
+      const std::vector<uint8_t> hf =
+          permute_rotary_rows(t.data(), shape[0], shape[1], plan[i].rotary_heads,
+                              checkpoint::dtype_size(tensors[i].second->dtype));
+      sink(hf.data(), hf.size());
+    };
+    // One file, or files of at most --max-shard-size and their index.
+    std::vector<uint64_t> sizes;
+    for (const auto& e : header.tensors) sizes.push_back(e.size());
+    const auto shards = hf_shards(sizes, args_.max_shard_bytes);
+    uint64_t bytes = 0;
+    std::vector<std::pair<std::string, std::string>> weight_map;
+    for (size_t s = 0; s < shards.size(); ++s) {
+      char file[64] = "model.safetensors";
+      if (shards.size() > 1)
+        std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+      safetensors::Header part;
+      part.metadata = header.metadata;
+      for (size_t i : shards[s]) {
+        part.tensors.push_back(header.tensors[i]);
+        weight_map.emplace_back(header.tensors[i].name, file);
+      }
+      bytes += write_safetensors(
+          out / file, part, [&](size_t k, const Sink& sink) { write_tensor(shards[s][k], sink); });
+    }
+    if (shards.size() > 1) {
+      const std::string tmp = (out / "model.safetensors.index.json.tmp").string();
+      std::ofstream(tmp) << hf_index_json(bytes, weight_map);
+      posix::rename_file(tmp, (out / "model.safetensors.index.json").string());
+    }
     const std::string json = hf_llama_config_json(*model, ffn_dim, dtype);
     const std::string tmp = (out / "config.json.tmp").string();
     std::ofstream(tmp) << json;
     posix::rename_file(tmp, (out / "config.json").string());
-    std::cout << "wrote " << out.string() << ": model.safetensors (" << tensors.size()
-              << " tensor(s) under Hugging Face's names, " << mb(static_cast<double>(bytes))
-              << ") and config.json (LlamaForCausalLM)\n";
+    std::cout << "wrote " << out.string() << ": "
+              << (shards.size() > 1 ? std::to_string(shards.size()) +
+                                          " safetensors files with model.safetensors.index.json"
+                                    : std::string("model.safetensors"))
+              << " (" << tensors.size() << " tensor(s) under Hugging Face's names, "
+              << mb(static_cast<double>(bytes)) << ") and config.json (LlamaForCausalLM)\n";
     return 0;
   }
 

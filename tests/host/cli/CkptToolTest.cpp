@@ -211,12 +211,22 @@ TEST_F(CkptToolTest, ConvertToHfIsWhatHuggingFacesLlamaComputes) {
   ASSERT_TRUE(fs::exists(hf / "config.json"));
   ASSERT_EQ(
       ckpt("convert " + quote(at.string()) + " --to torch -o " + quote(pt.string())).exit_code, 0);
+  // Sharded as save_pretrained shards (files of at most 40 kB, an index).
+  const fs::path sharded = dir / "hf_sharded";
+  r = ckpt("convert " + quote(at.string()) + " --to hf -o " + quote(sharded.string()) +
+           " --max-shard-size 40KB");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("safetensors files with model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(sharded / "model-00001-of-00004.safetensors")) << r.output;
+  EXPECT_FALSE(fs::exists(sharded / "model.safetensors"));
   RH_REQUIRE_PYTHON_TORCH(RH_INSTALL_DEPS);
-  auto py = rh::test::run_command("/usr/bin/python3 " + quote(RH_HF_LLAMA_READER) + " " +
-                                  quote(hf.string()) + " " + quote(pt.string()) + " 1e-9");
-  EXPECT_EQ(py.exit_code, 0) << py.output;
-  EXPECT_THAT(py.output, HasSubstr("max |HF layout - Meta reference|"));
-  std::cout << py.output;  // the difference, for the log
+  for (const fs::path& out : {hf, sharded}) {
+    auto py = rh::test::run_command("/usr/bin/python3 " + quote(RH_HF_LLAMA_READER) + " " +
+                                    quote(out.string()) + " " + quote(pt.string()) + " 1e-9");
+    EXPECT_EQ(py.exit_code, 0) << py.output;
+    EXPECT_THAT(py.output, HasSubstr("max |HF layout - Meta reference|"));
+    std::cout << py.output;  // the difference, for the log
+  }
 }
 
 TEST_F(CkptToolTest, ConvertToHfRefusesAModelThatIsNotALlama) {
@@ -238,6 +248,10 @@ TEST_F(CkptToolTest, BadUsageSaysWhy) {
         Case{"consolidate x", "consolidate needs -o", 2},
         Case{"convert x -o y.pt", "convert needs --to torch or --to hf", 2},
         Case{"convert x --to onnx -o y", "(got 'onnx')", 2},
+        Case{"convert x --to torch -o y --max-shard-size 5GB",
+             "--max-shard-size is for convert --to hf", 2},
+        Case{"convert x --to hf -o y --max-shard-size 5XB",
+             "--max-shard-size: expected a positive size such as 5GB", 2},
         Case{"inspect a b", "inspect takes one checkpoint directory", 2},
         Case{"inspect " + (dir / "nothing").string(), "no such checkpoint directory", 1}}) {
     auto r = ckpt(c.args);

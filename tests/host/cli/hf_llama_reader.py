@@ -8,6 +8,8 @@ checkpoint's weights under runner-host's names (`ckpt convert --to torch`).
 
 usage: hf_llama_reader.py HF_DIR META.pt TOL
 
+HF_DIR holds model.safetensors, or files of a model.safetensors.index.json.
+
 Exits 1 when a name, a shape or a config value is wrong, or when the logits
 differ by more than TOL.
 """
@@ -26,7 +28,7 @@ import llama_reference  # noqa: E402
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "BF16": torch.bfloat16, "F16": torch.float16}
 
 
-def read_safetensors(path):
+def read_safetensors(path, sizes=None):
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])
@@ -36,9 +38,38 @@ def read_safetensors(path):
         if name == "__metadata__":
             continue
         begin, end = e["data_offsets"]
+        if sizes is not None:
+            sizes[name] = end - begin
         raw = bytearray(data[8 + n + begin:8 + n + end])
         out[name] = torch.frombuffer(raw, dtype=DTYPES[e["dtype"]]).reshape(e["shape"]).double()
     return out
+
+
+def read_weights(hf_dir):
+    """model.safetensors, or the files model.safetensors.index.json names
+    (each tensor in the file its weight_map says, total_size the sum of the
+    tensors' bytes), as from_pretrained reads them."""
+    index = os.path.join(hf_dir, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return read_safetensors(os.path.join(hf_dir, "model.safetensors")), 1
+    with open(index) as f:
+        idx = json.load(f)
+    if os.path.exists(os.path.join(hf_dir, "model.safetensors")):
+        fail("both model.safetensors and an index")
+    files = sorted(set(idx["weight_map"].values()))
+    w, sizes = {}, {}
+    for name in files:
+        part = read_safetensors(os.path.join(hf_dir, name), sizes)
+        for k in part:
+            if idx["weight_map"].get(k) != name:
+                fail("%s is in %s, the index says %s" % (k, name, idx["weight_map"].get(k)))
+        w.update(part)
+    if sorted(w) != sorted(idx["weight_map"]):
+        fail("the index names %s, the files hold %s" % (sorted(idx["weight_map"]), sorted(w)))
+    if idx["metadata"]["total_size"] != sum(sizes.values()):
+        fail("total_size %d, the tensors hold %d bytes"
+             % (idx["metadata"]["total_size"], sum(sizes.values())))
+    return w, len(files)
 
 
 def rotate_half(x):
@@ -100,7 +131,7 @@ def main():
                       ("hidden_act", "silu"), ("tie_word_embeddings", False)]:
         if cfg.get(key) != want:
             fail("config.json %s is %r, not %r" % (key, cfg.get(key), want))
-    w = read_safetensors(os.path.join(hf_dir, "model.safetensors"))
+    w, files = read_weights(hf_dir)
     L, D = cfg["num_hidden_layers"], cfg["hidden_size"]
     H, KV, V = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["vocab_size"]
     hd, Fdim = D // H, cfg["intermediate_size"]
@@ -130,8 +161,8 @@ def main():
         ref = llama_reference.forward(meta, ids, D, L, H, KV, cfg["rms_norm_eps"],
                                       cfg["rope_theta"])
     diff = (hf - ref).abs().max().item()
-    print("max |HF layout - Meta reference| = %.3g over %d logits (tolerance %g)"
-          % (diff, hf.numel(), tol))
+    print("max |HF layout - Meta reference| = %.3g over %d logits from %d file(s) (tolerance %g)"
+          % (diff, hf.numel(), files, tol))
     sys.exit(0 if diff <= tol else 1)
 
 
