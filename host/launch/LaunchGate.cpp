@@ -8,35 +8,14 @@
 #include <cstdlib>
 #include <string>
 
+#include "launch/WorkerOutput.hpp"
+
 namespace rh::launch {
-namespace {
 
-bool write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-void close_fd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
-
-// A descriptor above stdio (a pipe made while 0-2 are closed must not
-// become a worker's stdout).
-int above_stdio(int fd) {
-  if (fd < 0 || fd > 2) return fd;
-  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  ::close(fd);
-  return moved;
-}
-
-}  // namespace
+using detail::above_stdio;
+using detail::close_fd;
+using detail::set_nonblocking;
+using detail::write_all;
 
 // ---- The worker's side -------------------------------------------------------------
 
@@ -72,15 +51,14 @@ bool WorkerGate::wait_until_open() {
 
 void WorkerGate::pass() {
   if (role_ != Role::Check) return;
-  write_all(fd_, "P", 1);
+  write_all(fd_, "P");
   close_fd(fd_);
   role_ = Role::None;
 }
 
 void WorkerGate::refuse(const std::string& text) {
   if (role_ != Role::Check) return;
-  const std::string verdict = "R" + text;
-  write_all(fd_, verdict.data(), verdict.size());
+  write_all(fd_, "R" + text);
   close_fd(fd_);
   role_ = Role::None;
 }
@@ -100,10 +78,8 @@ bool LauncherGate::make() {
   go_read_ = above_stdio(go[0]);
   go_write_ = above_stdio(go[1]);
   if (verdict_read_ < 0 || verdict_write_ < 0 || go_read_ < 0 || go_write_ < 0) return false;
-  // A waiter that died leaves the launcher's write to nobody: no SIGPIPE
-  // (the launcher ignores it already), no block (one byte per waiter
-  // fits in any pipe).
-  fcntl(verdict_read_, F_SETFL, fcntl(verdict_read_, F_GETFL) | O_NONBLOCK);
+  // Read from the supervision's poll loop, which must not block on it.
+  set_nonblocking(verdict_read_);
   return true;
 }
 
@@ -164,8 +140,9 @@ void LauncherGate::read(int waiters, bool block) {
 }
 
 void LauncherGate::open(int waiters) {
-  const std::string bytes(static_cast<size_t>(waiters > 0 ? waiters : 0), 'G');
-  write_all(go_write_, bytes.data(), bytes.size());
+  // One byte per waiter fits in any pipe: no block; a waiter that died
+  // leaves it unread (and SIGPIPE is ignored while launch() runs).
+  write_all(go_write_, std::string(static_cast<size_t>(waiters > 0 ? waiters : 0), 'G'));
   close_go();
   close_fd(verdict_read_);
   state_ = State::Open;

@@ -269,8 +269,8 @@ class Supervisor {
     if (w.local_rank == 0) read_gate(true);
     // A refused job was said once; the ranks that waited at the gate end
     // with 2 and nothing to say when it closes.
-    if (gate_ && gate_->state() == LauncherGate::State::Refused) return;
-    if (gate_closed() && w.local_rank != 0) return;
+    if (gate_closed() && (w.local_rank != 0 || gate_->state() == LauncherGate::State::Refused))
+      return;
     if (code != 0 && !failed_) {
       failure_ = "rank " + std::to_string(w.rank) + " " + what;
       failure_seen_at_ = seconds_since_epoch();

@@ -1,5 +1,6 @@
 #include "launch/WorkerOutput.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -11,9 +12,13 @@ namespace {
 // A line longer than this is emitted in pieces of this size.
 constexpr size_t kMaxLine = 64 * 1024;
 
-// Writes all of `data` to fd. Returns false on an error other than
-// EINTR/EAGAIN, EPIPE included (SIGPIPE is ignored while launch() runs): a
-// closed terminal or pipe must not stop the supervision.
+}  // namespace
+
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
 bool write_all(int fd, const std::string& data) {
   size_t done = 0;
   while (done < data.size()) {
@@ -32,11 +37,16 @@ bool write_all(int fd, const std::string& data) {
   return true;
 }
 
-}  // namespace
+int above_stdio(int fd) {
+  if (fd < 0 || fd > STDERR_FILENO) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  close(fd);
+  return moved;
+}
 
-void close_fd(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
+void set_nonblocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
 void write_output(Output& out, const std::string& text) {

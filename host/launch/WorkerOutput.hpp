@@ -37,7 +37,16 @@ void emit_lines(Stream& s, const std::string& prefix, bool at_eof);
 // partial line and closes the stream.
 void read_stream(Stream& s, const std::string& prefix);
 
+// Descriptor helpers the launcher's files share (WorkerProcesses, LaunchGate).
 // Closes fd when it is open and sets it to -1.
 void close_fd(int& fd);
+// Writes all of `data` to fd. Returns false on an error other than
+// EINTR/EAGAIN, EPIPE included (SIGPIPE is ignored while launch() runs): a
+// closed terminal or pipe must not stop the supervision.
+bool write_all(int fd, const std::string& data);
+// Moves fd above 0, 1 and 2 (which may be closed in the launcher, so that a
+// new pipe could get one of them) and keeps it close-on-exec.
+int above_stdio(int fd);
+void set_nonblocking(int fd);
 
 }  // namespace rh::launch::detail

@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -62,6 +63,15 @@ class ShardingBase {
   }
   void log(rh_LogLevel level, const std::string& message) {
     host_->Log(context_, level, message.data(), message.size());
+  }
+
+  // Takes block `k` out of the reductions in flight; false when it was not
+  // in them.
+  bool leave_in_flight(size_t k) {
+    const auto it = std::find(in_flight_.begin(), in_flight_.end(), k);
+    if (it == in_flight_.end()) return false;
+    in_flight_.erase(it);
+    return true;
   }
 
   bool alone() const { return world_size_ == 1; }

@@ -99,10 +99,7 @@ void FsdpStrategy::launch_reduce(Unit& u) {
 }
 
 void FsdpStrategy::finish_reduce(Unit& u) {
-  const auto it =
-      std::find(in_flight_.begin(), in_flight_.end(), static_cast<size_t>(&u - units_.data()));
-  if (it == in_flight_.end()) return;
-  in_flight_.erase(it);
+  if (!leave_in_flight(static_cast<size_t>(&u - units_.data()))) return;
   RECORD_USER_SCOPE("fsdp::wait_reduce");
   if (u.reduce.f.work != nullptr) wait(u.reduce.f);
   if (shard_comm_ != nullptr && replicate_comm_ != nullptr) {

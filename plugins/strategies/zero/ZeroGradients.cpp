@@ -208,11 +208,7 @@ void ZeroStrategy::finish_reduce(Group& g) {
     g.grad.add_(g.reduce.out);
   }
   g.reduce.release(grad_pool_);  // the full gradient is gone
-  for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it)
-    if (&groups_[*it] == &g) {
-      in_flight_.erase(it);
-      break;
-    }
+  leave_in_flight(static_cast<size_t>(&g - groups_.data()));
 }
 
 void ZeroStrategy::allocate_flat_grad(Group& g) {
