@@ -126,6 +126,11 @@ bool StrategyInstance::estimate_memory(const rh_MemoryEstimateArgs& args,
   return true;
 }
 
+void StrategyInstance::tensor_parallel_plan(rh_TensorParallelPlanArgs& args) {
+  if (has_tensor_parallel_plan())
+    call("TensorParallelPlan", [&] { return vtable().TensorParallelPlan(handle_, &args); });
+}
+
 void StrategyInstance::teardown() {
   if (vtable().Teardown != nullptr) call("Teardown", [&] { return vtable().Teardown(handle_); });
 }

@@ -77,6 +77,7 @@ class StrategyInstance {
   bool has_unit_params() const { return vtable().UnitParams != nullptr; }
   bool has_state_import() const { return vtable().StateImport != nullptr; }
   bool has_estimate_memory() const { return vtable().EstimateMemory != nullptr; }
+  bool has_tensor_parallel_plan() const { return vtable().TensorParallelPlan != nullptr; }
 
   // The entries in lifecycle order; an absent optional one does what its
   // header says NULL means.
@@ -98,6 +99,8 @@ class StrategyInstance {
   // Absent: false (the strategy does not estimate its memory); `out` is
   // filled by the plugin otherwise.
   bool estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const;
+  // Absent: args.size stays 1 (no tensor parallelism).
+  void tensor_parallel_plan(rh_TensorParallelPlanArgs& args);
   void teardown();  // absent: nothing
 
  private:

@@ -240,7 +240,7 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
   try {
     factory.load_explicit_plugins(*job.root);
     components = lifecycle::create_components(factory, *job.root);
-    lifecycle::check_model(*job.root, job_dir->string());
+    lifecycle::check_model(*job.root, job_dir->string(), *components.strategy);
   } catch (const std::exception& e) {
     return invalid(e.what());
   }

@@ -223,6 +223,10 @@ void CommWork_Destroy(rh_CommWork* work) {
 
 }  // namespace
 
+Communicator& communicator_of(const rh_Comm* handle, const char* what) {
+  return comm_of(handle, what);
+}
+
 void install_comm_api(host::HostServices& services, Communicator* world) {
   std::unique_ptr<Registry> old;
   {

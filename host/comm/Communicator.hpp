@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "rh/rh_host.h"
+
 namespace rh::host {
 class HostServices;
 }
@@ -152,5 +154,10 @@ std::unique_ptr<Communicator> create_world(const RendezvousOptions& o);
 // so far are destroyed: call install_comm_api(services, nullptr) before
 // destroying the world.
 void install_comm_api(host::HostServices& services, Communicator* world);
+// The communicator behind a handle the installed API gave (the world, or a
+// group a strategy made with Comm_NewGroup): the host issuing collectives on
+// a strategy's group itself (a tensor-parallel plan's). Throws HostError
+// (INVALID_ARGUMENT) naming `what` for NULL.
+Communicator& communicator_of(const rh_Comm* handle, const char* what);
 
 }  // namespace rh::comm

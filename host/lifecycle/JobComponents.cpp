@@ -5,6 +5,7 @@
 
 #include "abi/HostError.hpp"
 #include "config/ConfigNode.hpp"
+#include "lifecycle/TensorParallelPlan.hpp"
 #include "model/Model.hpp"
 #include "optim/OptimSchema.hpp"
 #include "rh/cpp/torch_compat.hpp"
@@ -147,12 +148,15 @@ void check_amp_on_cpu(const config::Node& job, bool on_cpu) {
                                 "dtype: bfloat16, or train on a GPU");
 }
 
-void check_model(const config::Node& job, const std::string& job_dir) {
+void check_model(const config::Node& job, const std::string& job_dir,
+                 host::StrategyInstance& strategy) {
   const config::Node* model = job.find("model");
   if (model == nullptr) return;
   const config::Node* type = model->find("type");
-  if (type != nullptr && type->as_string() == "torchscript") return;
-  model::build_model_shapes(*model, job_dir);
+  std::unique_ptr<model::Model> shapes;
+  if (type == nullptr || type->as_string() != "torchscript")
+    shapes = model::build_model_shapes(*model, job_dir);
+  TensorParallelPlan::check(strategy, job, shapes.get());
 }
 
 JobComponents create_components(host::ComponentFactory& factory, const config::Node& job) {

@@ -39,7 +39,9 @@ JobComponents create_components(host::ComponentFactory& factory, const config::N
 // by building it on the meta device (no memory, no values drawn): a
 // ConfigError at the key, before anything is created, and by --dry-run. A
 // TorchScript model is not built here (its file is read once, when the
-// lifecycle builds the model).
-void check_model(const config::Node& job, const std::string& job_dir);
+// lifecycle builds the model). Then the strategy's tensor-parallel plan,
+// run on those shapes (TensorParallelPlan::check).
+void check_model(const config::Node& job, const std::string& job_dir,
+                 host::StrategyInstance& strategy);
 
 }  // namespace rh::lifecycle

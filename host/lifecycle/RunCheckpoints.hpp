@@ -43,6 +43,8 @@ class OptimWrapper;
 
 namespace rh::lifecycle {
 
+class TensorParallelPlan;
+
 class HookDispatcher;
 class World;
 
@@ -144,6 +146,10 @@ class RunCheckpoints {
   // and restored by resume(), so a resumed run scales and skips exactly as
   // the uninterrupted one. Null (the default): none.
   void set_grad_scaler(optim::GradScaler* scaler) { grad_scaler_ = scaler; }
+  // A strategy's tensor-parallel plan: its split parameters are saved whole
+  // (gathered over the group by the ranks of data-parallel replica 0) and
+  // resumed as this rank's blocks, so the checkpoint is any other's.
+  void set_tensor_parallel(const TensorParallelPlan* tp) { tp_ = tp; }
 
  private:
   std::optional<std::filesystem::path> choose_resume();  // rank 0
@@ -206,6 +212,7 @@ class RunCheckpoints {
   std::string resumed_strategy_;  // the strategy that wrote it
   int64_t last_saved_iter_ = -1;
   optim::GradScaler* grad_scaler_ = nullptr;
+  const TensorParallelPlan* tp_ = nullptr;
   double timeout_s_ = 300;  // dist.timeout_s: rank 0's wait for the ranks' reports
   std::unique_ptr<checkpoint::BackgroundSave> background_;  // the save in flight
   // The snapshot's buffers, kept for the next background save (one copy of

@@ -21,6 +21,7 @@
 #include "lifecycle/HookDispatcher.hpp"
 #include "lifecycle/RunCheckpoints.hpp"
 #include "lifecycle/RunCheckpointsParts.hpp"
+#include "lifecycle/TensorParallelPlan.hpp"
 #include "lifecycle/World.hpp"
 #include "model/Model.hpp"
 #include "optim/GradScaler.hpp"
@@ -331,8 +332,13 @@ void RunCheckpoints::resume_optimizer(const fs::path& dir, const checkpoint::Che
                               : std::string(" (or lost it: this checkpoint does not record "
                                             "which parameters its writer optimized)"),
         fresh.size() > 1 ? "their" : "its");
+  // Tensor parallel: a split parameter's states are read whole and cut to
+  // this rank's block (key -> the dimension).
+  std::map<std::string, int64_t> tp_blocks;
   for (const auto& p : optim.params()) {
-    const std::vector<int64_t> full = full_shape(p);
+    const int64_t tp_dim = tp_ != nullptr ? tp_->split_dim(p.name) : -1;
+    const std::vector<int64_t> full =
+        tp_dim >= 0 ? tp_->whole_shape(p.param.sizes(), tp_dim) : full_shape(p);
     const std::vector<int64_t> shard = shape_of(p.param.sizes());
     auto mismatch = [&](const std::string& logical, const checkpoint::LogicalTensor& t) {
       std::ostringstream msg;
@@ -349,7 +355,10 @@ void RunCheckpoints::resume_optimizer(const fs::path& dir, const checkpoint::Che
       const checkpoint::LogicalTensor& t = it->second;
       const std::string key = p.name + "." + field;
       if (!t.shape.empty() && t.numel() != 1 && t.shape != full) throw mismatch(it->first, t);
-      if (t.shape == full && !full.empty())
+      if (tp_dim >= 0 && t.shape == full) {
+        requests.push_back(reader.whole(it->first, key));
+        tp_blocks[key] = tp_dim;
+      } else if (t.shape == full && !full.empty())
         requests.push_back({it->first, p.full_offset, p.param.numel(), shard, key});
       else
         requests.push_back(reader.whole(it->first, key));
@@ -372,8 +381,11 @@ void RunCheckpoints::resume_optimizer(const fs::path& dir, const checkpoint::Che
   for (const auto& [key, e] : optim_dict.entries)
     if (masters.count(key) == 0) state_keys.push_back(key);
   std::vector<model::NamedTensor> optim_state;
-  for (const std::string& key : state_keys)
-    optim_state.push_back({key, checkpoint::take_tensor(optim_dict, key)});
+  for (const std::string& key : state_keys) {
+    at::Tensor t = checkpoint::take_tensor(optim_dict, key);
+    if (const auto b = tp_blocks.find(key); b != tp_blocks.end()) t = tp_->block_of(t, b->second);
+    optim_state.push_back({key, t});
+  }
   try {
     optim.load_state_tensors(optim_state, /*adopt=*/true, fresh);
   } catch (const std::invalid_argument& e) {

@@ -20,6 +20,7 @@
 #include "lifecycle/HookDispatcher.hpp"
 #include "lifecycle/RunCheckpoints.hpp"
 #include "lifecycle/RunCheckpointsParts.hpp"
+#include "lifecycle/TensorParallelPlan.hpp"
 #include "lifecycle/World.hpp"
 #include "model/Model.hpp"
 #include "optim/GradScaler.hpp"
@@ -137,6 +138,19 @@ void RunCheckpoints::collect_model(SaveSet& set, model::Model& model,
               [&](std::vector<model::NamedTensor>& params) {
                 if (set.writer) add(params, false);
               });
+  } else if (tp_ != nullptr) {
+    // Tensor parallel: replica 0's group makes each split parameter whole
+    // for rank 0, in the same order on each of its ranks.
+    if (world_.data_rank() == 0)
+      for (const auto& t : model.named_parameters()) {
+        const int64_t dim = tp_->split_dim(t.name);
+        if (dim < 0) {
+          if (set.writer) add({t}, true);
+          continue;
+        }
+        const at::Tensor whole = tp_->whole(t.tensor.detach(), dim);
+        if (set.writer) add({{t.name, whole}}, false);
+      }
   } else if (set.writer) {
     add(model.named_parameters(), true);
   }
@@ -149,21 +163,29 @@ void RunCheckpoints::collect_model(SaveSet& set, model::Model& model,
 // is a shard of its logical tensor: the parameter's range for a state of
 // the parameter's size, the whole of anything else (a step).
 void RunCheckpoints::collect_optimizer(SaveSet& set, optim::OptimWrapper& optim) {
-  if (!set.sharded && !set.writer) return;
+  // Tensor parallel: replica 0's group makes the split parameters' states
+  // whole for rank 0 (as collect_model their values).
+  const bool gathers = tp_ != nullptr && world_.data_rank() == 0;
+  if (!set.sharded && !set.writer && !gathers) return;
   std::map<std::string, const optim::OptimParam*> params;
   for (const auto& p : optim.params()) params[p.name] = &p;
   // Lent, not copied: nothing steps before a synchronous save ends.
   for (const auto& t : optim.state_tensors(/*copy=*/false)) {
-    if (set.background)
-      snapshot(set.optim, "optim." + t.name, t.name, t.tensor);
-    else
-      checkpoint::put_tensor_view(set.optim, t.name, t.tensor);
     const optim::OptimParam* p = state_owner(params, t.name);
     const bool like_param =
         p != nullptr && t.tensor.dim() > 0 && t.tensor.numel() == p->param.numel();
-    set.records.push_back(
-        shard_record("optim." + t.name, like_param ? full_shape(*p) : shape_of(t.tensor.sizes()),
-                     set.own_stem, set.optim, t.name, like_param ? p->full_offset : 0));
+    const int64_t dim = like_param && tp_ != nullptr ? tp_->split_dim(p->name) : -1;
+    const at::Tensor value = dim >= 0 ? tp_->whole(t.tensor, dim) : t.tensor;
+    if (!set.sharded && !set.writer) continue;
+    if (set.background)
+      snapshot(set.optim, "optim." + t.name, t.name, value);
+    else if (dim >= 0)
+      checkpoint::put_tensor(set.optim, t.name, value);
+    else
+      checkpoint::put_tensor_view(set.optim, t.name, value);
+    set.records.push_back(shard_record(
+        "optim." + t.name, like_param && dim < 0 ? full_shape(*p) : shape_of(value.sizes()),
+        set.own_stem, set.optim, t.name, like_param && dim < 0 ? p->full_offset : 0));
   }
   if (!set.sharded) return;
   for (const auto& p : optim.params()) {

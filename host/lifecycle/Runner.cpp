@@ -36,6 +36,7 @@
 #include "lifecycle/ModelAccess.hpp"
 #include "lifecycle/OptimizerParams.hpp"
 #include "lifecycle/RunCheckpoints.hpp"
+#include "lifecycle/TensorParallelPlan.hpp"
 #include "lifecycle/TrainStep.hpp"
 #include "lifecycle/World.hpp"
 #include "model/ClassifierLoss.hpp"
@@ -82,6 +83,8 @@ struct Runner::State {
   uint64_t seed = 0;
   at::Device device = at::kCPU;
   std::unique_ptr<World> world;  // the ranks and their communicator
+  // The strategy's tensor-parallel plan (ABI 1.11); null without one.
+  std::unique_ptr<TensorParallelPlan> tp;
   std::unique_ptr<RunCheckpoints> checkpoints;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<ModelAccess> model_access;
@@ -127,6 +130,7 @@ struct Runner::State {
     c.strategy.reset();
     hooks.destroy_hooks();
     checkpoints.reset();
+    tp.reset();
     world.reset();
   }
 
@@ -171,7 +175,7 @@ struct Runner::State {
     // position; then the hooks' and the strategy's own state.
     // The data position is counted in samples of the epoch's global order.
     const auto global_batch =
-        static_cast<int64_t>(train_loader->options().batch_size) * world->size();
+        static_cast<int64_t>(train_loader->options().batch_size) * world->data_size();
     progress.global_batch = global_batch;
     if (resume_dir) {
       const DataPosition data{
@@ -190,6 +194,7 @@ struct Runner::State {
     step = std::make_unique<TrainStep>(*model, *model_access, *optim, *c.strategy, *world, device,
                                        std::move(strategy_grads), amp, micro_batches);
     step->set_inputs(preprocessor, loss_fn);
+    step->set_tensor_parallel(tp.get());
     enable_checkpoints();
     set_state(RH_MODE_TRAIN, progress.epochs_done, progress.iters_done, progress.inner_done);
     hooks.fire(RH_EVENT_BEFORE_RUN);
@@ -314,10 +319,12 @@ struct Runner::State {
             {"memory/tensors_peak_mb", r.memory.peak}};
         for (const auto& [name, bytes] : split)
           if (bytes >= 0) metrics.push_back({name, static_cast<double>(bytes) / (1024.0 * 1024.0)});
-        // Language models count tokens (B x T), the others samples (B).
+        // Language models count tokens (B x T), the others samples (B); the
+        // job's, over the data-parallel replicas (a tensor-parallel group's
+        // ranks compute on one batch).
         const bool lm = model->task() == model::Task::LanguageModel;
         iteration_metrics.add(metrics, lm ? batch->input.numel() : batch->input.size(0), lm, iter_s,
-                              world->size(), device);
+                              world->data_size(), device);
         for (auto& m : services.take_metrics()) metrics.push_back(std::move(m));
         if (p.iters_done == first_iter + 1) note_recovery(metrics);
         set_state(RH_MODE_TRAIN, p.epochs_done, p.iters_done - 1,
@@ -422,6 +429,7 @@ struct Runner::State {
     }
     if (world->size() > 1) {  // exact global metrics: sum every rank's totals
       at::Tensor t = torch::tensor(evaluator.totals(), torch::kDouble);
+      if (world->tp_rank() != 0) t.zero_();  // its group's rank 0 counts its batches
       world->sum(t);
       evaluator.set_totals(
           std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel()));
@@ -460,6 +468,16 @@ struct Runner::State {
                  : at::Device(at::kCPU);
     spdlog::info("strategy {} on {}, seed {}, rank {} of {}", c.strategy->type(), device.str(),
                  seed, world->rank(), world->size());
+    tp = TensorParallelPlan::ask(*c.strategy, *world, job);
+    if (tp && settings.seed.diff_rank_seed)
+      throw config::ConfigError(job.find("diff_rank_seed")->location(), "diff_rank_seed",
+                                "the ranks of a tensor-parallel group compute one model and "
+                                "must draw the same numbers; diff_rank_seed: false with " +
+                                    c.strategy->what() + "'s tensor parallelism");
+    if (tp) checkpoints->set_tensor_parallel(tp.get());
+    if (tp && world->rank() == 0)
+      spdlog::info("tensor parallel: {} groups of {} consecutive ranks, data over {} replicas",
+                   world->size() / tp->size(), tp->size(), world->data_size());
   }
 
   void build_model() {
@@ -471,11 +489,14 @@ struct Runner::State {
     if (const config::Node* ac = job.find("activation_checkpoint"))
       model::apply_activation_checkpoint(*model, *ac);
     preprocessor = data::BatchPreprocessor::from_job(job, settings.sizes.num_classes,
-                                                     settings.seed.seed, world->rank());
+                                                     settings.seed.seed, world->data_rank());
     loss_fn = model::ClassifierLoss::from_job(job);
   }
 
   void wrap_model() {
+    // Tensor parallel: the whole model, loaded, keeps this rank's blocks;
+    // the strategy sees only them.
+    if (tp) tp->apply(*model);
     model_access = std::make_unique<ModelAccess>(*model);
     if (!c.strategy->has_wrap()) return;
     rh_WrapArgs args{RH_WRAP_ARGS_STRUCT_SIZE, model_access->handle(), model_access->api()};
@@ -501,7 +522,8 @@ struct Runner::State {
       micro_batches = eb.micro_batches;
       if (!eb.log.empty() && world->rank() == 0) spdlog::info("{}", eb.log);
     }
-    return std::make_unique<data::DataLoader>(dataset, o, world->rank(), world->size());
+    // A tensor-parallel group's ranks read the same batches.
+    return std::make_unique<data::DataLoader>(dataset, o, world->data_rank(), world->data_size());
   }
 
   void build_optimizer() {
@@ -516,6 +538,7 @@ struct Runner::State {
                             "the model has no trainable parameter (every parameter has "
                             "requires_grad false): nothing to train; use --mode val or test");
     set_layer_depths(job, *model, params);
+    if (tp) tp->mark_norm_counted(params);
     optim = std::make_unique<optim::OptimWrapper>(*job.find("optim_wrapper"), std::move(params));
   }
 
@@ -562,7 +585,7 @@ struct Runner::State {
   void auto_scale_lr() {
     if (!settings.auto_scale_lr.enable) return;
     const int64_t base = settings.auto_scale_lr.base_batch_size;  // > 0: config::check_run
-    const int64_t ranks = world->size();
+    const int64_t ranks = world->data_size();
     const double batch = static_cast<double>(train_loader->options().batch_size);
     const double factor = ranks * batch / static_cast<double>(base);
     optim->scale_lr(factor);

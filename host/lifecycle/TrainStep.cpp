@@ -18,6 +18,7 @@
 #include "lifecycle/Evaluator.hpp"
 #include "lifecycle/ModelAccess.hpp"
 #include "lifecycle/TensorMemory.hpp"
+#include "lifecycle/TensorParallelPlan.hpp"
 #include "lifecycle/World.hpp"
 #include "model/ClassifierLoss.hpp"
 #include "model/Model.hpp"
@@ -220,10 +221,14 @@ StepResult TrainStep::run(const data::Batch& batch, AccumulationWindow window, R
     result.memory.grads = storage_bytes(grads);
     {
       RECORD_USER_SCOPE("rh::optimizer_step");
+      // Sharded gradients: the strategy's ranks' shares, and a
+      // tensor-parallel group's blocks, summed.
       std::function<double(double, double)> reduce_norm;
-      if (strategy_.has_reduce_grad_norm())
+      if (strategy_.has_reduce_grad_norm() || tp_ != nullptr)
         reduce_norm = [this](double norm_type, double local) {
-          return strategy_.reduce_grad_norm(norm_type, local);
+          if (tp_ != nullptr) local = tp_->reduce_norm(norm_type, local);
+          return strategy_.has_reduce_grad_norm() ? strategy_.reduce_grad_norm(norm_type, local)
+                                                  : local;
         };
       result.grad_norm = optim_.step(reduce_norm);
     }

@@ -103,6 +103,8 @@ struct StepResult {
   MemorySplit memory;
 };
 
+class TensorParallelPlan;
+
 class TrainStep {
  public:
   // `strategy_grads`: with a strategy that gives the optimizer its own
@@ -123,6 +125,9 @@ class TrainStep {
   // null: the batch as it is, cross entropy.
   void set_inputs(std::shared_ptr<const data::BatchPreprocessor> preprocessor,
                   std::shared_ptr<const model::ClassifierLoss> loss);
+  // A strategy's tensor-parallel plan, whose group sums the gradient norm's
+  // parts (null: none).
+  void set_tensor_parallel(const TensorParallelPlan* tp) { tp_ = tp; }
   // `iteration`: the run's iteration this batch is, from 1, as the logs
   // number it (messages, RH_FAULT_INJECT amp_inf_grad).
   StepResult run(const data::Batch& batch, AccumulationWindow window, RankFlags flags,
@@ -150,6 +155,7 @@ class TrainStep {
   // iterations (from 1) at which this rank puts an inf into its first
   // non-empty gradient before unscaling.
   std::vector<int64_t> inject_inf_at_;
+  const TensorParallelPlan* tp_ = nullptr;
 };
 
 }  // namespace rh::lifecycle

@@ -89,6 +89,15 @@ class World {
   int local_rank() const { return local_rank_; }
   int local_world_size() const { return local_world_size_; }
   int node_rank() const { return node_rank_; }
+  // Tensor parallelism (a strategy's plan, TensorParallelPlan.hpp): groups
+  // of `size` consecutive ranks compute on the same batch, so the data is
+  // sharded over size() / size replicas. 1 (default): every rank is one.
+  void set_tensor_parallel(int size) { tp_size_ = size; }
+  int tp_size() const { return tp_size_; }
+  int tp_rank() const { return rank_ % tp_size_; }
+  // The data-parallel replica this rank computes for, and how many there are.
+  int data_rank() const { return rank_ / tp_size_; }
+  int data_size() const { return size_ / tp_size_; }
   // What the environment said about the launch (restarts, elastic world).
   const launch::DistEnv& env() const { return *env_; }
   // comm::rank_cuda_device's choice for this rank, or {kDLCPU, 0}.
@@ -132,6 +141,7 @@ class World {
   int local_rank_ = 0;
   int local_world_size_ = 1;
   int node_rank_ = 0;
+  int tp_size_ = 1;
   DLDevice rank_device_{kDLCPU, 0};
   std::unique_ptr<launch::DistEnv> env_;
 };

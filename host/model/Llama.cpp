@@ -27,16 +27,23 @@
 //
 // Units: tok_embeddings, layers.0 .. layers.{n_layers-1}, output (norm and
 // output), as torchtitan wraps it for FSDP.
+//
+// Tensor parallel (parallelize, TensorParallel.hpp): torchtitan's plan and
+// the parts of it a plan may leave replicated.
 #include <torch/torch.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "model/BuiltinModel.hpp"
 #include "model/Layers.hpp"
 #include "model/LlamaConfig.hpp"
 #include "model/ModelBuilders.hpp"
 #include "model/ParamRegistry.hpp"
+#include "model/TensorParallel.hpp"
 #include "model/TransformerBlock.hpp"
 
 namespace rh::model {
@@ -90,6 +97,53 @@ at::Tensor rotate(const at::Tensor& x, const Rotary& r) {
   return at::stack({x0 * c - x1 * s, x0 * s + x1 * c}, -1).flatten(3).to(x.scalar_type());
 }
 
+// Refuses `module`'s style unless it is one of `allowed`, saying why.
+void require_style(const TensorParallel& tp, const std::string& module,
+                   std::initializer_list<TpStyle> allowed, const std::string& why) {
+  const TpStyle style = tp.style_of(module);
+  for (TpStyle a : allowed)
+    if (style == a) return;
+  throw std::invalid_argument(module + " is " + tp_style_name(style) + "; " + why);
+}
+
+// `count` (n_heads, ...) split over the group, or a refusal naming the key.
+int64_t split_count(int64_t count, const char* key, const TpGroup& group) {
+  if (count % group.size() != 0)
+    throw std::invalid_argument("model." + std::string(key) + " " + std::to_string(count) +
+                                " is not divisible by tensor_parallel size " +
+                                std::to_string(group.size()) +
+                                " (each rank computes an equal share of them)");
+  return count / group.size();
+}
+
+using NamedLinear = std::pair<Linear*, const char*>;
+
+// Megatron's split of a block: `cols` colwise, then `row` rowwise (no
+// collective between them), or all of them replicated. True when the plan
+// splits it; any other mix is refused, saying `why`.
+bool planned_split(const TensorParallel& tp, const std::string& prefix,
+                   const std::vector<NamedLinear>& cols, const NamedLinear& row,
+                   const std::string& why) {
+  bool split = tp.style_of(prefix + row.second) != TpStyle::Replicate;
+  for (const NamedLinear& c : cols)
+    split = split || tp.style_of(prefix + c.second) != TpStyle::Replicate;
+  if (!split) return false;
+  for (const NamedLinear& c : cols) require_style(tp, prefix + c.second, {TpStyle::Colwise}, why);
+  require_style(tp, prefix + row.second, {TpStyle::Rowwise}, why);
+  return true;
+}
+
+// This rank's rows of `cols`, columns of `row`.
+void keep_blocks(const TpGroup& g, const std::string& prefix, const std::vector<NamedLinear>& cols,
+                 const NamedLinear& row, std::vector<TpSplit>& out) {
+  for (const NamedLinear& c : cols) {
+    keep_block(c.first->weight, 0, g, prefix + c.second + ".weight");
+    out.push_back({prefix + c.second + ".weight", 0});
+  }
+  keep_block(row.first->weight, 1, g, prefix + row.second + ".weight");
+  out.push_back({prefix + row.second + ".weight", 1});
+}
+
 class LlamaLayer {
  public:
   LlamaLayer(ParamRegistry& reg, const std::string& name, const LlamaConfig& c, int64_t index)
@@ -111,13 +165,45 @@ class LlamaLayer {
 
   at::Tensor forward(const at::Tensor& x, const Rotary& r) const {
     const at::Tensor h = x + attention(attention_norm_.forward(x), r);
-    const at::Tensor n = ffn_norm_.forward(h);
-    return h + w2_.forward(at::silu(w1_.forward(n)) * w3_.forward(n));
+    return h + feed_forward(ffn_norm_.forward(h));
+  }
+
+  // Attention split by heads (wq, wk, wv colwise, wo rowwise: each rank
+  // computes n_heads / n query heads and n_kv_heads / n key/value heads) and
+  // SwiGLU by hidden features (w1, w3 colwise, w2 rowwise), each or neither:
+  // the only splits that need no collective inside the block.
+  void parallelize(const TensorParallel& tp, const std::string& name, std::vector<TpSplit>& out) {
+    TpGroup& g = *tp.group;
+    const std::string a = name + ".attention.", f = name + ".feed_forward.";
+    require_style(tp, name + ".attention_norm", {TpStyle::Replicate}, "norms are replicated");
+    require_style(tp, name + ".ffn_norm", {TpStyle::Replicate}, "norms are replicated");
+    const std::vector<NamedLinear> qkv = {{&wq_, "wq"}, {&wk_, "wk"}, {&wv_, "wv"}};
+    if (planned_split(tp, a, qkv, {&wo_, "wo"},
+                      "llama splits attention by heads: wq, wk, wv colwise and wo rowwise")) {
+      heads_ = split_count(c_.n_heads, "n_heads", g);
+      kv_heads_ = split_count(c_.n_kv_heads, "n_kv_heads", g);
+      keep_blocks(g, a, qkv, {&wo_, "wo"}, out);
+      attention_group_ = &g;
+    }
+    const std::vector<NamedLinear> gate_up = {{&w1_, "w1"}, {&w3_, "w3"}};
+    if (planned_split(tp, f, gate_up, {&w2_, "w2"},
+                      "llama splits the feed-forward by hidden features: w1, w3 colwise and w2 "
+                      "rowwise")) {
+      keep_blocks(g, f, gate_up, {&w2_, "w2"}, out);
+      ffn_group_ = &g;
+    }
   }
 
  private:
-  at::Tensor attention(const at::Tensor& x, const Rotary& r) const {
-    const int64_t B = x.size(0), T = x.size(1), H = c_.n_heads, KV = c_.n_kv_heads;
+  at::Tensor feed_forward(at::Tensor n) const {
+    if (ffn_group_ != nullptr) n = tp_copy(n, *ffn_group_);
+    const at::Tensor out = w2_.forward(at::silu(w1_.forward(n)) * w3_.forward(n));
+    return ffn_group_ != nullptr ? tp_reduce(out, *ffn_group_) : out;
+  }
+
+  at::Tensor attention(at::Tensor x, const Rotary& r) const {
+    if (attention_group_ != nullptr) x = tp_copy(x, *attention_group_);
+    const int64_t B = x.size(0), T = x.size(1), H = heads_, KV = kv_heads_;
     const int64_t hd = c_.head_dim(), rep = H / KV;
     const at::Tensor q = rotate(wq_.forward(x).view({B, T, H, hd}), r);
     at::Tensor k = rotate(wk_.forward(x).view({B, T, KV, hd}), r);
@@ -129,10 +215,14 @@ class LlamaLayer {
     const at::Tensor out = self_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                           /*causal=*/true, 0.0,
                                           /*training=*/false, kernel_);  // (B, H, T, hd)
-    return wo_.forward(out.transpose(1, 2).reshape({B, T, H * hd}));
+    const at::Tensor o = wo_.forward(out.transpose(1, 2).reshape({B, T, H * hd}));
+    return attention_group_ != nullptr ? tp_reduce(o, *attention_group_) : o;
   }
 
   LlamaConfig c_;
+  int64_t heads_ = c_.n_heads, kv_heads_ = c_.n_kv_heads;  // this rank's
+  TpGroup* attention_group_ = nullptr;                     // set: split by heads
+  TpGroup* ffn_group_ = nullptr;                           // set: split by hidden features
   AttentionKernel kernel_ = default_attention_kernel();
   RmsNorm attention_norm_, ffn_norm_;
   Linear wq_, wk_, wv_, wo_, w1_, w2_, w3_;
@@ -173,7 +263,7 @@ class Llama final : public BuiltinModel {
     }
     int unit = 0;
     at::Tensor x = run_unit(unit++, input, [this](const at::Tensor& ids) {
-      return tok_embeddings_.forward(ids);  // (B, T, D)
+      return embed(ids);  // (B, T, D)
     });
     // In the weights' dtype, at least float32 (the rotation's), once for every layer.
     const Rotary r =
@@ -181,18 +271,69 @@ class Llama final : public BuiltinModel {
     for (const LlamaLayer& layer : layers_)
       x = run_unit(unit++, x, [&layer, r](const at::Tensor& h) { return layer.forward(h, r); });
     return run_unit(unit, x, [this](const at::Tensor& h) {
-      return output_.forward(norm_.forward(h));  // (B, T, V)
+      return logits(norm_.forward(h));  // (B, T, V)
     });
   }
 
   Task task() const override { return Task::LanguageModel; }
 
+  // torchtitan's plan runs as written: tok_embeddings and output split by
+  // vocabulary (output's colwise is its vocabulary), the layers by heads and
+  // hidden features; norms replicated (no sequence parallel).
+  std::vector<TpSplit> parallelize(const TensorParallel& tp) override {
+    std::vector<std::string> modules;
+    for (const NamedTensor& p : named_parameters())
+      modules.push_back(p.name.substr(0, p.name.rfind('.')));
+    tp.check_rules_match(modules);
+    std::vector<TpSplit> out;
+    TpGroup& g = *tp.group;
+    require_style(tp, "tok_embeddings", {TpStyle::Replicate, TpStyle::Vocab},
+                  "an embedding is replicated or split by vocabulary");
+    if (tp.style_of("tok_embeddings") == TpStyle::Vocab) {
+      split_count(config_.vocab_size, "vocab_size", g);
+      keep_block(tok_embeddings_.weight, 0, g, "tok_embeddings.weight");
+      out.push_back({"tok_embeddings.weight", 0});
+      embed_group_ = &g;
+    }
+    for (size_t i = 0; i < layers_.size(); ++i)
+      layers_[i].parallelize(tp, "layers." + std::to_string(i), out);
+    require_style(tp, "norm", {TpStyle::Replicate}, "norms are replicated");
+    require_style(tp, "output", {TpStyle::Replicate, TpStyle::Vocab, TpStyle::Colwise},
+                  "the output layer is replicated or split by vocabulary (colwise)");
+    if (tp.style_of("output") != TpStyle::Replicate) {
+      split_count(config_.vocab_size, "vocab_size", g);
+      keep_block(output_.weight, 0, g, "output.weight");
+      out.push_back({"output.weight", 0});
+      output_group_ = &g;
+    }
+    return out;
+  }
+
  private:
+  // Split by vocabulary: this rank looks up the ids in its rows, zeros for
+  // the others, and the group sums the lookups.
+  at::Tensor embed(const at::Tensor& ids) const {
+    if (embed_group_ == nullptr) return tok_embeddings_.forward(ids);
+    const int64_t rows = tok_embeddings_.weight.size(0);
+    const at::Tensor local = ids - embed_group_->rank() * rows;
+    const at::Tensor outside = (local < 0).logical_or(local >= rows);
+    const at::Tensor e = tok_embeddings_.forward(local.masked_fill(outside, 0));
+    return tp_reduce(e.masked_fill(outside.unsqueeze(-1), 0), *embed_group_);
+  }
+
+  // Split by vocabulary: this rank's logits, gathered.
+  at::Tensor logits(const at::Tensor& h) const {
+    if (output_group_ == nullptr) return output_.forward(h);
+    return tp_gather_last(output_.forward(tp_copy(h, *output_group_)), *output_group_);
+  }
+
   LlamaConfig config_;
   Embedding tok_embeddings_;
   std::vector<LlamaLayer> layers_;
   RmsNorm norm_;
   Linear output_;
+  TpGroup* embed_group_ = nullptr;   // set: tok_embeddings split by vocabulary
+  TpGroup* output_group_ = nullptr;  // set: output split by vocabulary
 };
 
 }  // namespace

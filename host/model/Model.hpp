@@ -20,6 +20,9 @@ class Node;
 
 namespace rh::model {
 
+struct TensorParallel;
+struct TpSplit;
+
 struct NamedTensor {
   std::string name;  // "blocks.0.attn.qkv.weight"
   at::Tensor tensor;
@@ -75,6 +78,12 @@ class Model {
   // True when the model runs its units one by one (the built-in models), so
   // that any subset can recompute; false for an opaque forward.
   virtual bool units_run_separately() const { return true; }
+  // Tensor parallelism (a strategy's plan; TensorParallel.hpp): keeps this
+  // rank's blocks of the planned modules and runs the plan's collectives in
+  // forward and backward from now on; returns the parameters it split.
+  // Throws std::invalid_argument for a plan the model cannot run, naming the
+  // module and why (the default: the model runs none; only llama does).
+  virtual std::vector<TpSplit> parallelize(const TensorParallel& plan);
 
  protected:
   using UnitBody = std::function<at::Tensor(const at::Tensor&)>;

@@ -20,6 +20,7 @@
 #include "model/ConfigFields.hpp"
 #include "model/ModelBuilders.hpp"
 #include "model/ParamRegistry.hpp"
+#include "model/TensorParallel.hpp"
 
 // jit/codegen/fuser/interface.h is not among LibTorch's installed headers;
 // libtorch_cpu exports both functions (TORCH_API) with this signature in
@@ -96,6 +97,11 @@ class TorchScriptModel final : public Model {
   }
 
   bool units_run_separately() const override { return false; }
+  std::vector<TpSplit> parallelize(const TensorParallel&) override {
+    throw std::invalid_argument(
+        "is a TorchScript module, whose forward is opaque: the host cannot put a "
+        "tensor-parallel plan's collectives between its layers");
+  }
 
   std::vector<NamedTensor> named_parameters() override {
     std::vector<NamedTensor> params;

@@ -437,7 +437,8 @@ double OptimWrapper::grad_norm(const std::function<double(double, double)>& redu
   if (p == 2 || p == 1) {
     const int power = static_cast<int>(p);
     ExactNormSum sum(power);
-    for (const OptimParam& o : params_) sum.add(o.param.grad());
+    for (const OptimParam& o : params_)
+      if (o.norm_counted) sum.add(o.param.grad());
     ExactNormSum::Parts parts = sum.parts();
     for (double& part : parts) part = reduce(part);
     const double total = ExactNormSum::total(parts, power);
@@ -447,7 +448,7 @@ double OptimWrapper::grad_norm(const std::function<double(double, double)>& redu
   double local = 0;
   for (const OptimParam& o : params_) {
     const at::Tensor& g = o.param.grad();
-    if (!g.defined() || g.numel() == 0) continue;
+    if (!o.norm_counted || !g.defined() || g.numel() == 0) continue;
     const double n = g.norm(p).item<double>();
     local = inf ? std::max(local, n) : local + std::pow(n, p);
   }

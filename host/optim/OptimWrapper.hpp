@@ -75,6 +75,9 @@ struct OptimParam {
   // the model's layer count (optim::layer_depths); -1 / 0 otherwise.
   int64_t layer_id = -1;
   int64_t layer_count = 0;
+  // false: another rank counts this tensor in the gradient norm (a
+  // tensor-parallel group's replicated parameters: its rank 0 counts them).
+  bool norm_counted = true;
 
   bool is_trainable() const { return trainable.value_or(param.requires_grad()); }
   // The parameter's number of dimensions (flat_decay_mult's "1-D"): the

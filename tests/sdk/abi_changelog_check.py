@@ -56,7 +56,7 @@ def changelog(text):
             if ":" not in part:
                 raise SystemExit(f"changelog {version}: '{part}' is not 'Struct: member, ...'")
             struct, names = (x.strip() for x in part.split(":", 1))
-            if names == "the struct":
+            if names in ("the struct", "the enum"):
                 structs.add(struct)
                 continue
             for name in names.split(","):
@@ -92,7 +92,7 @@ def declarations(path):
             else:
                 last_comment = s
             continue
-        m = re.match(r"typedef struct (rh_\w+) \{", s)
+        m = re.match(r"typedef (?:struct|enum) (rh_\w+) \{", s)
         if m:
             struct, section = m.group(1), None
             found = re.search(r"\(ABI (1\.\d+)", last_comment)

@@ -308,7 +308,7 @@ RH_ABI_PIN_OFFSET(rh_MemoryEstimate, gathered_bytes, 56);
 RH_ABI_PIN_OFFSET(rh_MemoryEstimate, backward_grad_bytes, 64);
 RH_ABI_PIN_STRUCT_SIZE(RH_MEMORY_ESTIMATE_STRUCT_SIZE, rh_MemoryEstimate, 72);
 
-RH_ABI_PIN_SIZE(rh_StrategyVtable, 144);
+RH_ABI_PIN_SIZE(rh_StrategyVtable, 152);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, struct_size, 0);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Create, 8);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, Destroy, 16);
@@ -330,7 +330,25 @@ RH_ABI_PIN_OFFSET(rh_StrategyVtable, ReduceGradNorm, 120);
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, UnitParams, 128);
 /* ABI 1.9 */
 RH_ABI_PIN_OFFSET(rh_StrategyVtable, EstimateMemory, 136);
-RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_VTABLE_STRUCT_SIZE, rh_StrategyVtable, 144);
+/* ABI 1.11 */
+RH_ABI_PIN_OFFSET(rh_StrategyVtable, TensorParallelPlan, 144);
+RH_ABI_PIN_STRUCT_SIZE(RH_STRATEGY_VTABLE_STRUCT_SIZE, rh_StrategyVtable, 152);
+
+/* ABI 1.11 */
+RH_ABI_PIN_SIZE(rh_TensorParallelStyle, 4);
+RH_ABI_PIN_SIZE(rh_TensorParallelRule, 32);
+RH_ABI_PIN_OFFSET(rh_TensorParallelRule, struct_size, 0);
+RH_ABI_PIN_OFFSET(rh_TensorParallelRule, style, 8);
+RH_ABI_PIN_OFFSET(rh_TensorParallelRule, pattern, 16);
+RH_ABI_PIN_STRUCT_SIZE(RH_TENSOR_PARALLEL_RULE_STRUCT_SIZE, rh_TensorParallelRule, 32);
+RH_ABI_PIN_SIZE(rh_TensorParallelPlanArgs, 56);
+RH_ABI_PIN_OFFSET(rh_TensorParallelPlanArgs, struct_size, 0);
+RH_ABI_PIN_OFFSET(rh_TensorParallelPlanArgs, model_type, 8);
+RH_ABI_PIN_OFFSET(rh_TensorParallelPlanArgs, size, 24);
+RH_ABI_PIN_OFFSET(rh_TensorParallelPlanArgs, group, 32);
+RH_ABI_PIN_OFFSET(rh_TensorParallelPlanArgs, rules, 40);
+RH_ABI_PIN_OFFSET(rh_TensorParallelPlanArgs, num_rules, 48);
+RH_ABI_PIN_STRUCT_SIZE(RH_TENSOR_PARALLEL_PLAN_ARGS_STRUCT_SIZE, rh_TensorParallelPlanArgs, 56);
 
 /* ---- rh_ckpt_io.h -------------------------------------------------------- */
 

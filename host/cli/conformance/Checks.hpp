@@ -17,6 +17,7 @@ CheckResult check_exact_resume(CheckContext& ctx);
 CheckResult check_checkpoints(CheckContext& ctx);
 CheckResult check_bad_config(CheckContext& ctx);
 CheckResult check_faults(CheckContext& ctx);
+CheckResult check_tensor_parallel(CheckContext& ctx);
 
 struct CheckEntry {
   const char* name;

@@ -71,6 +71,8 @@ const std::vector<CheckEntry>& all_checks() {
       {"checkpoints", check_checkpoints, "its checkpoints resume under ddp/single, ddp's under it"},
       {"bad_config", check_bad_config, "an unknown strategy key is refused, exit 2, key named"},
       {"faults", check_faults, "a killed rank ends the job non-zero, named, nothing left"},
+      {"tensor_parallel", check_tensor_parallel,
+       "a tensor-parallel plan trains a llama as ddp on its replicas (ABI 1.11)"},
   };
   return kChecks;
 }

@@ -1,5 +1,6 @@
 #include "cli/conformance/ConformanceOptions.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -72,9 +73,11 @@ std::string conformance_help() {
       << "line per check: PASS|FAIL|SKIP <check>: <what was measured>. Exit 0 when every\n"
       << "check passes, 1 when one fails, 2 on bad usage. docs/plugins.md, \"Conformance\".\n\n"
       << "Checks:\n";
-  for (const CheckEntry& c : all_checks()) {
-    out << "  " << c.name << std::string(14 - std::string(c.name).size(), ' ') << c.summary << "\n";
-  }
+  size_t width = 0;  // the longest name, plus two spaces
+  for (const CheckEntry& c : all_checks()) width = std::max(width, std::string(c.name).size() + 2);
+  for (const CheckEntry& c : all_checks())
+    out << "  " << c.name << std::string(width - std::string(c.name).size(), ' ') << c.summary
+        << "\n";
   out << "\n"
       << describe() << "\n"
       << "Examples:\n"

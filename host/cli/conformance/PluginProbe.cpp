@@ -5,6 +5,7 @@
 #include <chrono>
 #include <regex>
 #include <sstream>
+#include <variant>
 
 #include "abi/HostApi.hpp"
 #include "abi/PluginRegistry.hpp"
@@ -91,6 +92,9 @@ PluginProbe probe_plugin(const fs::path& program, const fs::path& library,
   } else {
     p.type = p.strategy_types.front();
   }
+  for (const auto& c : plugin->components)
+    if (c.kind == RH_COMPONENT_STRATEGY && c.type_name == p.type)
+      p.tensor_parallel = std::get<rh_StrategyVtable>(c.vtable).TensorParallelPlan != nullptr;
   return p;
 }
 

@@ -22,6 +22,7 @@ struct PluginProbe {
   std::string host_native_tag;              // the host's
   std::vector<std::string> strategy_types;  // its strategy components
   std::string type;                         // the one under test; empty when none fits
+  bool tensor_parallel = false;             // it has TensorParallelPlan (ABI 1.11)
 };
 
 // `type`: --type, empty to take the library's only strategy. `program`: the

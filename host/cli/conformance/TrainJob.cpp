@@ -9,8 +9,13 @@ std::string TrainJob::yaml() const {
   y << "seed: 11\n"
     << "model: " << model << "\n"
     << "data:\n"
-    << "  train: {dataset: {type: synthetic_classification, num_samples: " << samples
-    << ", num_features: 16, num_classes: 4},\n"
+    << "  train: {dataset: ";
+  if (dataset.empty())
+    y << "{type: synthetic_classification, num_samples: " << samples
+      << ", num_features: 16, num_classes: 4}";
+  else
+    y << dataset;
+  y << ",\n"
     << "          batch_size: " << batch << ", shuffle: true, num_workers: 0}\n"
     << "optim_wrapper:\n"
     << "  optimizer: " << optimizer << "\n"

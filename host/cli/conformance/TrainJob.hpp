@@ -15,7 +15,9 @@ struct TrainJob {
   std::string model =
       "{type: mlp, in_features: 16, hidden: [32, 32], num_classes: 4, frozen: [layers.0]}";
   int samples = 512;  // synthetic_classification samples (the whole job's)
-  int batch = 4;      // per rank
+  // The train dataset as a flow map; empty: synthetic_classification.
+  std::string dataset;
+  int batch = 4;  // per rank
   std::string optimizer = "{type: AdamW, lr: 0.01, weight_decay: 0.01}";
   double clip_grad = 0.5;   // optim_wrapper.clip_grad.max_norm; 0: none
   int accumulation = 2;     // optim_wrapper.accumulative_counts

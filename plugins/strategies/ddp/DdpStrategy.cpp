@@ -35,9 +35,14 @@ DdpStrategy::DdpStrategy(const rh_CreateArgs& args) : host_(args.host), context_
   device_ = cfg.get<std::string>("device", "auto");
   if (device_ != "auto" && device_ != "cpu" && device_ != "cuda")
     cfg.child("device").throw_error("expected auto, cpu or cuda, got '" + device_ + "'");
+  mesh_.read(cfg);
 }
 
 void DdpStrategy::estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const {
+  if (mesh_.size() > 1)
+    throw rh::Exception(RH_ERROR_UNIMPLEMENTED,
+                        "strategy 'ddp' with tensor_parallel: no memory estimate yet (each rank "
+                        "keeps 1/size of the planned layers and all of the others)");
   rh::estimate_whole_model(args, out);  // one rank: autograd's gradients, as single
   if (args.world_size == 1) return;
   // The arena: one flat tensor of every trainable gradient, each parameter's
@@ -73,7 +78,7 @@ void DdpStrategy::setup_env(rh_SetupEnvArgs& args) {
   if (args.world == nullptr || host_->Comm_AllReduce == nullptr)
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                         "strategy 'ddp' needs the host's world communicator");
-  world_ = args.world;
+  world_ = mesh_.make_groups(host_, args.world, "strategy 'ddp'");
   world_size_ = host_->Comm_Size(world_);
   const bool cuda = device_ == "cuda" || (device_ == "auto" && torch::cuda::is_available());
   if (cuda && !torch::cuda::is_available())

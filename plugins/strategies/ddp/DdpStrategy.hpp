@@ -35,6 +35,7 @@
 //                                     # rank used them
 //     broadcast_buffers: true         # rank 0's buffers (batch-norm statistics) after every step, one broadcast
 //     device: auto                    # auto (cuda:LOCAL_RANK when LibTorch sees GPUs, else cpu) | cpu | cuda
+//     tensor_parallel: {size: 1, plan: ...}  # ddp x tensor parallel (TensorParallelMesh.hpp)
 // clang-format on
 //
 // Metrics of every step that synchronises: ddp/comm_bytes (bytes this rank
@@ -67,6 +68,7 @@
 #include <vector>
 
 #include "GradBucket.hpp"
+#include "TensorParallelMesh.hpp"
 #include "rh/rh_plugin.h"
 
 namespace rh::ddp {
@@ -100,6 +102,9 @@ class DdpStrategy {
   // flat gradient arena, the autograd gradients waiting for their bucket,
   // the buffers' broadcast copy (DdpStrategy.cpp).
   void estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const;
+  // ABI 1.11: `tensor_parallel` (TensorParallelMesh.hpp): the plan, and
+  // its group; the buckets are reduced over the data-parallel group.
+  void tensor_parallel_plan(rh_TensorParallelPlanArgs& args) const { mesh_.fill(args); }
   void wrap(const rh_WrapArgs& args);
   void before_backward(bool sync);
   void sync_gradients(bool sync);
@@ -146,7 +151,10 @@ class DdpStrategy {
   bool broadcast_buffers_ = true;
   std::string device_;
 
+  // The ranks the gradients are averaged over: the world, or with
+  // tensor_parallel its data-parallel group (world_size_ its size).
   rh_Comm* world_ = nullptr;
+  rh::strategies::TensorParallelMesh mesh_;
   rh_Model* model_ = nullptr;
   const rh_ModelApi* api_ = nullptr;
   std::vector<size_t> trainable_;

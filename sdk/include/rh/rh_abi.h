@@ -81,6 +81,10 @@
  *   1.10 rh_MemoryEstimate: backward_grad_bytes (the gradients that exist
  *        only from backward to zero_grad, which the host weighs against the
  *        activations backward frees instead of adding them).
+ *   1.11 rh_StrategyVtable: TensorParallelPlan (a strategy splits modules
+ *        over tensor-parallel groups; the host's models run the plan);
+ *        rh_TensorParallelStyle: the enum; rh_TensorParallelRule: the
+ *        struct; rh_TensorParallelPlanArgs: the struct.
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -93,7 +97,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 10
+#define RH_ABI_VERSION_MINOR 11
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

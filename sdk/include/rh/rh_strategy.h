@@ -342,6 +342,73 @@ typedef struct rh_MemoryEstimate {
 } rh_MemoryEstimate;
 #define RH_MEMORY_ESTIMATE_STRUCT_SIZE RH_STRUCT_SIZE(rh_MemoryEstimate, backward_grad_bytes)
 
+/* ---- Tensor parallel (ABI 1.11) ------------------------------------------ */
+
+/* How a module's weights are split over the ranks of a tensor-parallel group
+ * (ABI 1.11): Megatron-LM's and torchtitan's styles, run by the host's
+ * built-in models. n = the group's size, t = this rank's place in it. */
+typedef enum rh_TensorParallelStyle {
+  /* Whole on every rank of the group (norms; any module no rule names). */
+  RH_TP_REPLICATE = 0,
+  /* A linear layer's output features: rank t holds weight rows [t O/n,
+   * (t+1) O/n) (and that part of the bias). Its input is whole on every
+   * rank: identity forward, the input's gradient all-reduced (summed) over
+   * the group in backward. Its output is this rank's features. */
+  RH_TP_COLWISE = 1,
+  /* A linear layer's input features: rank t holds weight columns [t I/n,
+   * (t+1) I/n), reading the colwise output before it. The partial outputs
+   * are all-reduced (summed) in forward, identity in backward; a bias is
+   * added once, whole. */
+  RH_TP_ROWWISE = 2,
+  /* The vocabulary: an embedding's rows (each rank looks up the ids it
+   * holds, zeros for the others, the lookups summed over the group) or an
+   * output layer's rows (each rank computes its vocabulary's logits, which
+   * are all-gathered; in backward each rank keeps its part of the gradient). */
+  RH_TP_VOCAB = 3
+} rh_TensorParallelStyle;
+
+/* One rule of a plan (ABI 1.11). */
+typedef struct rh_TensorParallelRule {
+  size_t struct_size; /* set by the strategy */
+  rh_TensorParallelStyle style;
+  /* A module path as rh_ParamInfo.module_path gives it; `*` matches any run
+   * of characters, dots included ("layers.*.attention.wq"). Owned by the
+   * strategy instance, valid until it is destroyed. */
+  rh_StringView pattern;
+} rh_TensorParallelRule;
+#define RH_TENSOR_PARALLEL_RULE_STRUCT_SIZE RH_STRUCT_SIZE(rh_TensorParallelRule, pattern)
+
+/* TensorParallelPlan's arguments (ABI 1.11; the first entry written as
+ * docs/abi-v2.md's rule says: inputs and outputs in one sized struct). The
+ * host sets struct_size, the inputs, size = 1 and zeroes the rest. */
+typedef struct rh_TensorParallelPlanArgs {
+  size_t struct_size;
+  /* In: the job's model.type ("llama"). Owned by the host, for the call. */
+  rh_StringView model_type;
+  /* Out: the ranks of one tensor-parallel group; 1 (as pre-filled): no
+   * tensor parallelism, and nothing else is read. Groups are consecutive
+   * world ranks: rank r is rank r % size of group r / size, so a group lies
+   * inside a node when size divides the ranks per node. size must divide
+   * the world size. The ranks of one group compute on the same batch: the
+   * host's data loader shards over world / size data-parallel replicas
+   * (replica r / size), and a data-parallel strategy reduces over the ranks
+   * with the same r % size. */
+  int32_t size;
+  /* Out: this rank's group (Comm_NewGroup of the world with those ranks);
+   * owned by the host as every group is; not read before SetupEnv. The host issues the plan's
+   * collectives on it, from forward and from backward (on the autograd
+   * thread), so the strategy must issue nothing of its own on it. */
+  rh_Comm* group;
+  /* Out: the plan, in order; the first rule whose pattern matches a module
+   * applies; a module no rule matches is replicated. Owned by the strategy
+   * instance, valid until it is destroyed. A plan the model cannot run (a
+   * TorchScript model, a head count the size does not divide, a style the
+   * module does not have) is refused by the host, naming the rule. */
+  const rh_TensorParallelRule* rules;
+  size_t num_rules;
+} rh_TensorParallelPlanArgs;
+#define RH_TENSOR_PARALLEL_PLAN_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_TensorParallelPlanArgs, num_rules)
+
 typedef struct rh_StrategyVtable {
   size_t struct_size;
   /* Required. Creates an instance from args->config (the `strategy:` map). */
@@ -415,8 +482,17 @@ typedef struct rh_StrategyVtable {
    * strategy does not estimate its memory and prints the model's terms. */
   rh_Error* (*EstimateMemory)(rh_StrategyInstance* instance, const rh_MemoryEstimateArgs* args,
                               rh_MemoryEstimate* out);
+  /* ABI 1.11. Optional. The strategy's tensor-parallel plan
+   * (rh_TensorParallelPlanArgs). Asked at step 1, before SetupEnv (the
+   * host checks the plan against the model's shapes: --dry-run; `group` is
+   * not read then), and again after SetupEnv: the host builds the whole
+   * model, loads its weights (load_from, resume), then keeps on each rank
+   * only its slices of the planned modules; Wrap, the optimizer and the
+   * strategy's gradients see those slices. Must answer the same both times.
+   * NULL = no tensor parallelism. */
+  rh_Error* (*TensorParallelPlan)(rh_StrategyInstance* instance, rh_TensorParallelPlanArgs* args);
 } rh_StrategyVtable;
-#define RH_STRATEGY_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyVtable, EstimateMemory)
+#define RH_STRATEGY_VTABLE_STRUCT_SIZE RH_STRUCT_SIZE(rh_StrategyVtable, TensorParallelPlan)
 
 #ifdef __cplusplus
 } /* extern "C" */

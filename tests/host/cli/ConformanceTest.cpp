@@ -7,6 +7,8 @@
 // - a deliberately broken strategy (tests/sdk/test_plugins/
 //   no_grad_average.cpp: no gradient averaging) fails `equivalence`, and
 //   only it (exit 1), and --keep keeps the jobs' files;
+// - ddp with tensor_parallel passes `tensor_parallel`; a tensor-parallel
+//   strategy that forgets the replicas' reduction fails it;
 // - bad usage exits 2 and says why.
 // Each run is a few seconds of tiny jobs; the ranks are kept to 2 except
 // for ddp's run, which covers the default exact_resume on 2 and 3 ranks.
@@ -81,7 +83,25 @@ class ConformanceTest : public ::testing::Test {
 
 TEST_F(ConformanceTest, ShippedDdpPassesEveryCheck) {
   // Tolerance 0: equivalence runs ddp against itself.
-  expect_all_pass(conformance("--strategy " + plugin("librh_strategy_ddp.so") + " --tolerance 0"));
+  const Report r = conformance("--strategy " + plugin("librh_strategy_ddp.so") + " --tolerance 0");
+  expect_all_pass(r);
+  // ddp has TensorParallelPlan, but its default keys declare no plan.
+  EXPECT_EQ(r.outcome("tensor_parallel"), "SKIP") << r.run.output;
+  EXPECT_THAT(r.run.output, HasSubstr("its configuration declares no plan on 2 ranks (size 1)"));
+}
+
+// ddp with a plan: the llama under tensor parallelism on 2 ranks (one
+// replica) and 4 (2 x 2) against ddp on 1 and 2 ranks. The tool's default
+// 1e-5 as an effect-size bound (see kReducesEveryMicroBatch: a rowwise
+// layer's partial sums round otherwise than one product, AdamW carries it).
+TEST_F(ConformanceTest, DdpWithATensorParallelPlanPassesTensorParallel) {
+  const fs::path keys = dir.write("tp.yaml", "tensor_parallel: {size: 2}\n");
+  const Report r = conformance("--strategy " + plugin("librh_strategy_ddp.so") + " --config " +
+                               quote(keys.string()) + " --only tensor_parallel");
+  EXPECT_EQ(r.run.exit_code, 0) << r.run.output;
+  EXPECT_EQ(r.outcome("tensor_parallel"), "PASS") << r.run.output;
+  EXPECT_THAT(r.run.output, HasSubstr("2 ranks (tensor parallel 2, ddp on 1)"));
+  EXPECT_THAT(r.run.output, HasSubstr("4 ranks (tensor parallel 2, ddp on 2)"));
 }
 
 TEST_F(ConformanceTest, ZeroStageTwoPassesWithItsKeysFromConfig) {
@@ -135,6 +155,7 @@ TEST_P(ShippedConformanceTest, PassesEveryCheck) {
         << check << "\n"
         << r.run.output;
   }
+  EXPECT_EQ(r.outcome("tensor_parallel"), "SKIP") << "it declares no plan\n" << r.run.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -170,6 +191,21 @@ TEST_F(ConformanceTest, StrategyWithoutGradientAveragingFailsEquivalence) {
   // --keep: the jobs' files stay.
   EXPECT_TRUE(fs::exists(keep / "equivalence_2_strategy.yaml")) << r.run.output;
   EXPECT_TRUE(fs::exists(keep / "equivalence_2_ddp" / "iter_6" / "model.safetensors"));
+}
+
+// A tensor-parallel strategy written against the SDK alone that never
+// reduces over its data-parallel replicas (tests/sdk/test_plugins/
+// tp_without_data_parallel.cpp): right on 2 ranks (one replica), and the
+// check must fail it on 4.
+TEST_F(ConformanceTest, TensorParallelWithoutTheReplicasReductionFailsTensorParallel) {
+  const Report r = conformance(
+      "--strategy " +
+      quote((fs::path(RH_TEST_PLUGIN_DIR) / "librh_test_tp_without_data_parallel.so").string()) +
+      " --only tensor_parallel");
+  EXPECT_EQ(r.run.exit_code, 1) << r.run.output;
+  EXPECT_EQ(r.outcome("tensor_parallel"), "FAIL") << r.run.output;
+  EXPECT_THAT(r.run.output, HasSubstr("2 ranks (tensor parallel 2, ddp on 1): grad_norm within"));
+  EXPECT_THAT(r.run.output, HasSubstr("4 ranks (tensor parallel 2, ddp on 2)"));
 }
 
 TEST_F(ConformanceTest, OnlyRunsOneCheck) {

@@ -99,6 +99,10 @@ RH_DETAIL_METHOD(has_load_slices, load_slices,
 RH_DETAIL_METHOD(has_estimate_memory, estimate_memory,
                  std::declval<T&>().estimate_memory(std::declval<const rh_MemoryEstimateArgs&>(),
                                                     std::declval<rh_MemoryEstimate&>()));
+// ABI 1.11: void tensor_parallel_plan(rh_TensorParallelPlanArgs& args).
+RH_DETAIL_METHOD(
+    has_tensor_parallel_plan, tensor_parallel_plan,
+    std::declval<T&>().tensor_parallel_plan(std::declval<rh_TensorParallelPlanArgs&>()));
 // ABI 1.6: bool saves_in_background() const.
 RH_DETAIL_METHOD(has_saves_in_background, saves_in_background,
                  std::declval<const T&>().saves_in_background());
@@ -243,6 +247,12 @@ struct StrategyAdapter {
         unbox(s)->impl.estimate_memory(*args, *out);
     });
   }
+  static rh_Error* TensorParallelPlan(rh_StrategyInstance* s, rh_TensorParallelPlanArgs* args) {
+    return guard(unbox(s)->host, [&] {
+      if constexpr (detail::has_tensor_parallel_plan<T>::value)
+        unbox(s)->impl.tensor_parallel_plan(*args);
+    });
+  }
   static constexpr rh_StrategyVtable vtable = {
       RH_STRATEGY_VTABLE_STRUCT_SIZE,
       &detail::create<T, rh_StrategyInstance>,
@@ -262,6 +272,7 @@ struct StrategyAdapter {
       detail::has_reduce_grad_norm<T>::value ? &ReduceGradNorm : nullptr,
       detail::has_unit_params<T>::value ? &UnitParams : nullptr,
       detail::has_estimate_memory<T>::value ? &EstimateMemory : nullptr,
+      detail::has_tensor_parallel_plan<T>::value ? &TensorParallelPlan : nullptr,
   };
 };
 

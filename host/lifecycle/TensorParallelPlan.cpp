@@ -1,0 +1,234 @@
+// A strategy's tensor-parallel plan in the lifecycle (TensorParallelPlan.hpp).
+#include "lifecycle/TensorParallelPlan.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/DLConvertor.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <utility>
+
+#include "abi/ComponentInstances.hpp"
+#include "abi/HostError.hpp"
+#include "comm/Communicator.hpp"
+#include "config/ConfigNode.hpp"
+#include "lifecycle/World.hpp"
+#include "model/Model.hpp"
+#include "optim/OptimWrapper.hpp"
+
+namespace rh::lifecycle {
+namespace {
+
+comm::Buffer tp_buffer(const at::Tensor& t) {
+  const DLDevice dev =
+      t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.get_device())} : DLDevice{kDLCPU, 0};
+  return comm::Buffer{t.data_ptr(), static_cast<size_t>(t.numel()), at::getDLDataType(t), dev};
+}
+
+// The strategy's group as the model's collectives see it.
+class CommTpGroup final : public model::TpGroup {
+ public:
+  explicit CommTpGroup(comm::Communicator& comm) : comm_(comm) {}
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+  void all_reduce_sum(at::Tensor& t) override {
+    comm_.all_reduce(tp_buffer(t), comm::ReduceOp::Sum, false)->wait();
+  }
+  at::Tensor all_gather(const at::Tensor& t) override {
+    std::vector<int64_t> shape{comm_.size()};
+    for (int64_t d : t.sizes()) shape.push_back(d);
+    at::Tensor all = at::empty(shape, t.options());
+    comm_.all_gather(tp_buffer(t), tp_buffer(all), false)->wait();
+    return all;
+  }
+
+ private:
+  comm::Communicator& comm_;
+};
+
+model::TpStyle style_of(rh_TensorParallelStyle s, const std::string& strategy) {
+  switch (s) {
+    case RH_TP_REPLICATE:
+      return model::TpStyle::Replicate;
+    case RH_TP_COLWISE:
+      return model::TpStyle::Colwise;
+    case RH_TP_ROWWISE:
+      return model::TpStyle::Rowwise;
+    case RH_TP_VOCAB:
+      return model::TpStyle::Vocab;
+  }
+  throw host::HostError(
+      RH_ERROR_INVALID_ARGUMENT,
+      strategy + " TensorParallelPlan: unknown style " + std::to_string(static_cast<int>(s)));
+}
+
+// What the strategy answers (size 1: no plan), its rules read; the group
+// only after SetupEnv.
+struct Answer {
+  int size = 1;
+  rh_Comm* group = nullptr;
+  std::vector<model::TpRule> rules;
+};
+
+Answer ask_strategy(host::StrategyInstance& strategy, const config::Node& job) {
+  Answer a;
+  if (!strategy.has_tensor_parallel_plan()) return a;
+  const std::string& model_type = job.find_path("model.type")->as_string();
+  rh_TensorParallelPlanArgs args{};
+  args.struct_size = RH_TENSOR_PARALLEL_PLAN_ARGS_STRUCT_SIZE;
+  args.model_type = rh_StringView{model_type.data(), model_type.size()};
+  args.size = 1;
+  strategy.tensor_parallel_plan(args);
+  if (args.size == 1) return a;
+  const std::string who = strategy.what() + " TensorParallelPlan";
+  if (args.size < 1)
+    throw host::HostError(RH_ERROR_INVALID_ARGUMENT,
+                          who + ": size " + std::to_string(args.size) + " (must be >= 1)");
+  // The plan splits the model the host holds whole; a strategy that shards
+  // it too (its own optimizer tensors, sharded checkpoints, weights loaded
+  // through it) would need both layouts at once: not yet.
+  const rh_StrategyTraits traits = strategy.traits();
+  if (strategy.has_optimizer_params() || traits.sharded_checkpoint != 0 ||
+      traits.load_phase != RH_LOAD_BEFORE_WRAP)
+    throw host::HostError(RH_ERROR_UNIMPLEMENTED,
+                          who +
+                              ": tensor parallelism beside a strategy that shards the model "
+                              "itself (OptimizerParams, sharded_checkpoint or load_phase "
+                              "after_wrap) is not supported yet; ddp's tensor_parallel is");
+  if (args.num_rules > 0 && args.rules == nullptr)
+    throw host::HostError(RH_ERROR_INVALID_ARGUMENT, who + ": num_rules without rules");
+  for (size_t i = 0; i < args.num_rules; ++i) {
+    const rh_TensorParallelRule& r = args.rules[i];
+    a.rules.push_back({std::string(r.pattern.data, r.pattern.size), style_of(r.style, who)});
+  }
+  a.size = args.size;
+  a.group = args.group;
+  return a;
+}
+
+// Rank 0 of a group of `size` that never communicates: the model splits
+// its shapes (meta tensors) to check the plan at step 1.
+class ShapeOnlyGroup final : public model::TpGroup {
+ public:
+  explicit ShapeOnlyGroup(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  void all_reduce_sum(at::Tensor&) override { unreachable(); }
+  at::Tensor all_gather(const at::Tensor&) override { unreachable(); }
+
+ private:
+  [[noreturn]] static void unreachable() {
+    throw host::HostError(RH_ERROR_INTERNAL, "a plan's check ran a collective");
+  }
+  int size_;
+};
+
+// model.parallelize(plan), a refusal as a ConfigError at model.type.
+std::vector<model::TpSplit> parallelize(model::Model& model, const model::TensorParallel& plan,
+                                        const config::Node& job, const std::string& strategy) {
+  try {
+    return model.parallelize(plan);
+  } catch (const std::invalid_argument& e) {
+    const config::Node* type = job.find_path("model.type");
+    throw config::ConfigError(type->location(), "model.type",
+                              "model.type '" + type->as_string() +
+                                  "' cannot run the tensor-parallel plan of " + strategy + ": " +
+                                  e.what());
+  }
+}
+
+}  // namespace
+
+TensorParallelPlan::TensorParallelPlan(model::TensorParallel plan, const config::Node& job,
+                                       std::string strategy)
+    : plan_(std::move(plan)), job_(job), strategy_(std::move(strategy)) {}
+
+void TensorParallelPlan::check(host::StrategyInstance& strategy, const config::Node& job,
+                               model::Model* shapes) {
+  Answer a = ask_strategy(strategy, job);
+  if (a.size == 1) return;
+  model::TensorParallel plan{std::move(a.rules), std::make_shared<ShapeOnlyGroup>(a.size)};
+  if (shapes == nullptr) {  // TorchScript: not built at step 1
+    const config::Node* type = job.find_path("model.type");
+    throw config::ConfigError(type->location(), "model.type",
+                              "model.type 'torchscript' cannot run the tensor-parallel plan of " +
+                                  strategy.what() +
+                                  ": a TorchScript module's forward is opaque, so the host "
+                                  "cannot put the plan's collectives between its layers");
+  }
+  parallelize(*shapes, plan, job, strategy.what());
+}
+
+std::unique_ptr<TensorParallelPlan> TensorParallelPlan::ask(host::StrategyInstance& strategy,
+                                                            World& world, const config::Node& job) {
+  Answer a = ask_strategy(strategy, job);
+  if (a.size == 1) return nullptr;
+  const std::string who = strategy.what() + " TensorParallelPlan";
+  const int n = a.size;
+  if (world.size() % n != 0)
+    throw host::HostError(RH_ERROR_INVALID_ARGUMENT, who + ": size " + std::to_string(n) +
+                                                         " does not divide the world's " +
+                                                         std::to_string(world.size()) + " ranks");
+  comm::Communicator& group = comm::communicator_of(a.group, who.c_str());
+  if (group.size() != n || group.rank() != world.rank() % n)
+    throw host::HostError(
+        RH_ERROR_INVALID_ARGUMENT,
+        who + ": rank " + std::to_string(world.rank()) + "'s group has " +
+            std::to_string(group.size()) + " ranks and it is rank " + std::to_string(group.rank()) +
+            " there; a plan of size " + std::to_string(n) +
+            " needs the group of consecutive ranks " + std::to_string(world.rank() / n * n) + ".." +
+            std::to_string(world.rank() / n * n + n - 1) + " (rh_TensorParallelPlanArgs)");
+  model::TensorParallel plan{std::move(a.rules), std::make_shared<CommTpGroup>(group)};
+  world.set_tensor_parallel(n);
+  return std::unique_ptr<TensorParallelPlan>(
+      new TensorParallelPlan(std::move(plan), job, strategy.what()));
+}
+
+void TensorParallelPlan::apply(model::Model& model) {
+  for (const model::NamedTensor& p : model.named_parameters()) {
+    device_ = p.tensor.device();  // where the norm's parts are summed
+    break;
+  }
+  splits_ = parallelize(model, plan_, job_, strategy_);
+}
+
+int64_t TensorParallelPlan::split_dim(const std::string& name) const {
+  for (const model::TpSplit& s : splits_)
+    if (s.name == name) return s.dim;
+  return -1;
+}
+
+at::Tensor TensorParallelPlan::whole(const at::Tensor& block, int64_t dim) const {
+  const at::Tensor all = plan_.group->all_gather(block.contiguous());  // (n, block...)
+  return all.movedim(0, dim).flatten(dim, dim + 1);
+}
+
+at::Tensor TensorParallelPlan::block_of(const at::Tensor& whole, int64_t dim) const {
+  const int64_t rows = whole.size(dim) / size();
+  return whole.narrow(dim, rank() * rows, rows).contiguous();
+}
+
+std::vector<int64_t> TensorParallelPlan::whole_shape(at::IntArrayRef block, int64_t dim) const {
+  std::vector<int64_t> shape = block.vec();
+  shape[static_cast<size_t>(dim)] *= size();
+  return shape;
+}
+
+void TensorParallelPlan::mark_norm_counted(std::vector<optim::OptimParam>& params) const {
+  if (rank() == 0) return;
+  for (optim::OptimParam& p : params)
+    if (!is_split(p.name)) p.norm_counted = false;
+}
+
+double TensorParallelPlan::reduce_norm(double norm_type, double local) const {
+  at::Tensor t = at::full({1}, local, at::TensorOptions().dtype(at::kDouble).device(device_));
+  if (std::isinf(norm_type)) {
+    at::Tensor all = plan_.group->all_gather(t);
+    return all.max().item<double>();
+  }
+  plan_.group->all_reduce_sum(t);
+  return t.item<double>();
+}
+
+}  // namespace rh::lifecycle

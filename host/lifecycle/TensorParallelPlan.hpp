@@ -1,0 +1,84 @@
+// A strategy's tensor-parallel plan in the lifecycle (ABI 1.11,
+// rh_TensorParallelPlanArgs): asked for after SetupEnv, checked against the
+// world, run by the model before the strategy wraps it; the replicated
+// parameters' part in the gradient norm.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/TensorParallel.hpp"
+
+namespace rh::config {
+class Node;
+}
+namespace rh::host {
+class StrategyInstance;
+}
+namespace rh::model {
+class Model;
+}
+namespace rh::optim {
+struct OptimParam;
+}
+
+namespace rh::lifecycle {
+
+class World;
+
+class TensorParallelPlan {
+ public:
+  // Asks the strategy for its plan (none when it has no TensorParallelPlan
+  // or answers size 1) and checks it against the world: the size divides
+  // the world size, the group is this rank's consecutive ranks. Sets the
+  // world's data-parallel layout. Throws HostError naming the strategy.
+  static std::unique_ptr<TensorParallelPlan> ask(host::StrategyInstance& strategy, World& world,
+                                                 const config::Node& job);
+  // Step 1 (before SetupEnv; --dry-run, the launch gate): the plan the
+  // strategy would answer, run on the model's shapes (`shapes`, built on
+  // the meta device; null for a TorchScript model, which runs none) as rank
+  // 0 of its group. A plan the model cannot run is a ConfigError at
+  // model.type, said once, before anything is created.
+  static void check(host::StrategyInstance& strategy, const config::Node& job,
+                    model::Model* shapes);
+
+  int size() const { return plan_.group->size(); }
+  int rank() const { return plan_.group->rank(); }
+  // model.parallelize(plan); a plan the model cannot run is a ConfigError
+  // at strategy.tensor_parallel, with the model's reason.
+  void apply(model::Model& model);
+  // The parameters the plan split (after apply), by name, and along which
+  // dimension.
+  const std::vector<model::TpSplit>& splits() const { return splits_; }
+  bool is_split(const std::string& name) const { return split_dim(name) >= 0; }
+  // The dimension parameter `name` is split along, -1 when it is whole.
+  int64_t split_dim(const std::string& name) const;
+  // Checkpoints hold whole tensors (one layout for every strategy):
+  // `block` (this rank's, split along `dim`) made whole again from the
+  // group's blocks (collective on the group), and this rank's block of a
+  // whole tensor.
+  at::Tensor whole(const at::Tensor& block, int64_t dim) const;
+  at::Tensor block_of(const at::Tensor& whole, int64_t dim) const;
+  // The whole shape of a tensor of `block`'s shape split along `dim`.
+  std::vector<int64_t> whole_shape(at::IntArrayRef block, int64_t dim) const;
+  // The gradient norm's parts: the split parameters' gradients are distinct
+  // on each rank of the group, the others alike, so only the group's rank 0
+  // counts those (OptimParam::norm_counted), and this sums the parts over
+  // the group (max for norm_type inf).
+  void mark_norm_counted(std::vector<optim::OptimParam>& params) const;
+  double reduce_norm(double norm_type, double local) const;
+
+ private:
+  TensorParallelPlan(model::TensorParallel plan, const config::Node& job, std::string strategy);
+
+  model::TensorParallel plan_;
+  const config::Node& job_;
+  std::string strategy_;  // "strategy 'ddp' (plugin ...)"
+  std::vector<model::TpSplit> splits_;
+  c10::Device device_{c10::kCPU};  // the model's
+};
+
+}  // namespace rh::lifecycle

@@ -1,0 +1,137 @@
+// A strategy's `tensor_parallel:` keys and the 2-D mesh they make (ABI
+// 1.11, rh_TensorParallelPlanArgs): groups of `size` consecutive ranks
+// compute one model, split by the plan (tensor parallel, inside a node when
+// size divides its ranks); the ranks at the same place of every group hold
+// the same slices and form the data-parallel group, over which the strategy
+// reduces its gradients.
+//
+//   tensor_parallel:
+//     size: 2                          # ranks per tensor-parallel group; 1 (default): none
+//     plan:                            # module pattern: style, first match wins; absent:
+//       "layers.*.attention.wq": colwise   # torchtitan's Llama plan (kLlamaPlan)
+//
+// Header-only; plugins only (the SDK's C++ helpers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rh/cpp/config.hpp"
+#include "rh/cpp/error.hpp"
+#include "rh/rh_strategy.h"
+
+namespace rh::strategies {
+
+// torchtitan's parallelize_llama: the embedding and the output split by
+// vocabulary, attention by heads, the feed-forward by hidden features.
+inline const std::vector<std::pair<std::string, rh_TensorParallelStyle>>& llama_plan() {
+  static const std::vector<std::pair<std::string, rh_TensorParallelStyle>> plan = {
+      {"tok_embeddings", RH_TP_VOCAB},
+      {"layers.*.attention.wq", RH_TP_COLWISE},
+      {"layers.*.attention.wk", RH_TP_COLWISE},
+      {"layers.*.attention.wv", RH_TP_COLWISE},
+      {"layers.*.attention.wo", RH_TP_ROWWISE},
+      {"layers.*.feed_forward.w1", RH_TP_COLWISE},
+      {"layers.*.feed_forward.w3", RH_TP_COLWISE},
+      {"layers.*.feed_forward.w2", RH_TP_ROWWISE},
+      {"output", RH_TP_VOCAB},
+  };
+  return plan;
+}
+
+class TensorParallelMesh {
+ public:
+  TensorParallelMesh() = default;
+  TensorParallelMesh(const TensorParallelMesh&) = delete;  // rules_ views patterns_
+  TensorParallelMesh& operator=(const TensorParallelMesh&) = delete;
+
+  // Reads cfg's `tensor_parallel` (absent: size 1).
+  void read(const rh::Config& cfg) {
+    const rh::Config tp = cfg.child("tensor_parallel");
+    if (!tp.present()) return;
+    size_ = static_cast<int32_t>(tp.get<int64_t>("size", 1));
+    if (size_ < 1) tp.child("size").throw_error("must be >= 1, got " + std::to_string(size_));
+    const rh::Config plan = tp.child("plan");
+    if (!plan.present()) {
+      for (const auto& [pattern, style] : llama_plan()) add(pattern, style);
+      return;
+    }
+    if (plan.kind() != RH_CONFIG_MAP)
+      plan.throw_error("must be a map of module pattern: colwise | rowwise | vocab | replicate");
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const std::string name = plan.at(i).as<std::string>();
+      rh_TensorParallelStyle style;
+      if (name == "colwise")
+        style = RH_TP_COLWISE;
+      else if (name == "rowwise")
+        style = RH_TP_ROWWISE;
+      else if (name == "vocab")
+        style = RH_TP_VOCAB;
+      else if (name == "replicate")
+        style = RH_TP_REPLICATE;
+      else
+        plan.at(i).throw_error("'" + name + "' is no style: colwise, rowwise, vocab or replicate");
+      add(plan.key_at(i), style);
+    }
+  }
+
+  int32_t size() const { return size_; }
+
+  // Collective over `world` (every rank calls it): the groups of the mesh,
+  // each made on every rank as Comm_NewGroup asks. Returns this rank's
+  // data-parallel group (the world itself without tensor parallelism).
+  rh_Comm* make_groups(const rh_HostApi* host, rh_Comm* world, const std::string& who) {
+    if (size_ == 1) return world;
+    const int32_t n = world == nullptr ? 1 : host->Comm_Size(world);
+    if (n % size_ != 0)
+      throw rh::Exception(RH_ERROR_INVALID_CONFIG,
+                          who + ": tensor_parallel.size " + std::to_string(size_) +
+                              " does not divide the " + std::to_string(n) + " ranks");
+    for (int32_t g = 0; g < n / size_; ++g) {  // tensor parallel: consecutive ranks
+      std::vector<int32_t> ranks;
+      for (int32_t t = 0; t < size_; ++t) ranks.push_back(g * size_ + t);
+      rh_Comm* group = nullptr;
+      rh::check(host, host->Comm_NewGroup(world, ranks.data(), ranks.size(), &group));
+      if (group != nullptr) tp_group_ = group;
+    }
+    rh_Comm* data = nullptr;
+    for (int32_t t = 0; t < size_; ++t) {  // data parallel: the same place in every group
+      std::vector<int32_t> ranks;
+      for (int32_t g = 0; g < n / size_; ++g) ranks.push_back(g * size_ + t);
+      rh_Comm* group = nullptr;
+      rh::check(host, host->Comm_NewGroup(world, ranks.data(), ranks.size(), &group));
+      if (group != nullptr) data = group;
+    }
+    return data;
+  }
+
+  // TensorParallelPlan's answer.
+  void fill(rh_TensorParallelPlanArgs& args) const {
+    args.size = size_;
+    if (size_ == 1) return;
+    args.group = tp_group_;
+    args.rules = rules_.data();
+    args.num_rules = rules_.size();
+  }
+
+ private:
+  void add(const std::string& pattern, rh_TensorParallelStyle style) {
+    patterns_.push_back(pattern);
+    styles_.push_back(style);
+    rules_.clear();  // the views point into patterns_, which may have moved
+    for (size_t i = 0; i < patterns_.size(); ++i)
+      rules_.push_back({RH_TENSOR_PARALLEL_RULE_STRUCT_SIZE,
+                        styles_[i],
+                        {patterns_[i].data(), patterns_[i].size()}});
+  }
+
+  int32_t size_ = 1;
+  std::vector<std::string> patterns_;
+  std::vector<rh_TensorParallelStyle> styles_;
+  std::vector<rh_TensorParallelRule> rules_;
+  rh_Comm* tp_group_ = nullptr;
+};
+
+}  // namespace rh::strategies
