@@ -82,8 +82,14 @@ why_not() { t26_why_not; }
 ITERS=12 ROUNDS=1 WHY=0
 [ "${1:-}" = --why-not ] && WHY=1 || { ITERS="${1:-12}"; ROUNDS="${2:-1}"; }
 t26_start bench_tp "$WHY"
-echo "llama 23.9 M (vocab 256, T 64, dim 512, 8 layers, 8 heads / 4 kv, hidden 1408), batch 4, AdamW, fp32;"
-echo "2 ranks on $(nproc --all) cores, OMP_NUM_THREADS=1, $ITERS iterations ($WARM left out), $ROUNDS round(s); $(date -u +%F)"
+echo "    tools/bench/bench_tp.sh $ITERS $ROUNDS"
+echo
+echo "The llama (vocab 256, T 64, dim 512, 8 layers, 8 heads / 4 key/value heads, hidden 1408:"
+echo "23.9 M parameters), batch 4 per tensor-parallel group, AdamW, float32; 2 ranks on"
+echo "$(nproc --all) cores, OMP_NUM_THREADS=1; $ITERS iterations ($WARM left out), $ROUNDS round(s), $(date -u +%F);"
+echo "runner-host built against the chroot's LibTorch 2.6, PyTorch 2.6 (python3-torch)."
+echo
+echo '```'
 for ((r = 1; r <= ROUNDS; r++)); do
   in_chroot bash "$BENCH/bench_tp.sh" --inside "$WORK" "$ITERS" "$BUILD26" "$r"
 done
@@ -102,3 +108,4 @@ print(f"step time  runner-host TP 2 / PyTorch TP 2: {med['rh_tp2'][0] / med['pt_
 print(f"bytes      runner-host TP 2 / PyTorch TP 2: {med['rh_tp2'][1] / med['pt_tp2'][1]:.3f}")
 print(f"bytes      runner-host TP 2 / whole model:  {med['rh_tp2'][1] / med['rh_whole'][1]:.3f}")
 PY
+echo '```'

@@ -25,6 +25,8 @@
 #                            build (tools/test.sh --torch2): runner-host on 1.13 and on 2.6
 #                            against PyTorch 2.6 (single, ddp, zero stage 1, FSDP2); else the
 #                            report says why it was skipped
+#   bench_tp.sh              likewise: ddp x tensor parallel 2 on a 24 M llama against PyTorch
+#                            2.6's parallelize_module (step time, bytes per rank)
 #   bench_memory.sh          likewise (root, the chroot, a 2.6 build): per-rank peak memory of
 #                            every strategy against PyTorch 2.6's DDP, ZeroRedundancyOptimizer
 #                            and FSDP2, beside the model-state formulas, and issue 39's goals
@@ -50,10 +52,10 @@ export OMP_NUM_THREADS=1
 
 if [ "$QUICK" = 1 ]; then
   STEP_ARGS=(--epochs 5 --rounds 3); COMM_ARGS=(--sizes 1,16 --reps 3)
-  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4; ONE_ROUNDS=3; T26_ITERS=6; MEM_ITERS=3
+  DDP_ITERS=100; DDP_ROUNDS=1; ZERO_ITERS=6; CKPT_SAVES=4; ONE_ROUNDS=3; T26_ITERS=6; MEM_ITERS=3; TP_ITERS=6; TP_ROUNDS=1
 else
   STEP_ARGS=(--epochs 20 --rounds 7); COMM_ARGS=(--sizes 1,16,64 --reps 5)
-  DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4; ONE_ROUNDS=9; T26_ITERS=12; MEM_ITERS=6
+  DDP_ITERS=300; DDP_ROUNDS=3; ZERO_ITERS=12; CKPT_SAVES=4; ONE_ROUNDS=9; T26_ITERS=12; MEM_ITERS=6; TP_ITERS=12; TP_ROUNDS=3
 fi
 MEM_RANKS=4
 START=$(date +%s)
@@ -107,13 +109,15 @@ CMD_T26="tools/bench/bench_torch26.sh $T26_ITERS"
 optional_bench "PyTorch 2.6 peers" torch26 bench_torch26.sh "$T26_ITERS"  # issue 38
 CMD_MEM="tools/bench/bench_memory.sh $MEM_RANKS $MEM_ITERS"
 optional_bench "per-rank memory against PyTorch 2.6" memory bench_memory.sh "$MEM_RANKS" "$MEM_ITERS"  # issue 39
+CMD_TP="tools/bench/bench_tp.sh $TP_ITERS $TP_ROUNDS"
+optional_bench "tensor parallel against PyTorch 2.6" tp bench_tp.sh "$TP_ITERS" "$TP_ROUNDS"  # issue 42
 section "report"
 ELAPSED=$(($(date +%s) - START))
 
 MACHINE="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc --all) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(. /etc/os-release; echo "$PRETTY_NAME"), LibTorch $(dpkg-query -W -f '${Version}' libtorch-dev 2>/dev/null || echo '?')"
 "$PY" - "$RAW" "$OUT" "$CHARTS" "$QUICK" "$ELAPSED" "$MACHINE" \
   "$CMD_STEP" "$CMD_COMM" "$CMD_DDP" "$CMD_ZERO" "$CMD_CKPT" "$CMD_ONE" "$CMD_T26" "$CMD_MEM" \
-  "$CMD_DATA" <<'PY'
+  "$CMD_DATA" "$CMD_TP" <<'PY'
 import datetime, os, re, sys
 import matplotlib
 matplotlib.use("Agg")
@@ -202,6 +206,7 @@ def optional_section(name, title, command):
 
 md += optional_section("torch26", "runner-host on LibTorch 1.13 and 2.6 against PyTorch 2.6", sys.argv[13])
 md += optional_section("memory", "Per-rank peak memory against PyTorch 2.6", sys.argv[14])
+md += optional_section("tp", "Tensor parallel against PyTorch 2.6's parallelize_module", sys.argv[16])
 
 # Checkpoint.
 md += ["## Checkpoint save and load throughput", "", f"    {cmd['ckpt']}", "", "```", text["ckpt"].strip(), "```", ""]

@@ -7,8 +7,9 @@
 //   optimizer bytes);
 // - one checkpoint layout: a tensor-parallel checkpoint holds whole tensors;
 //   it resumes under tensor parallelism bit for bit (= the uninterrupted
-//   run) and under ddp on another number of ranks, and a ddp checkpoint
-//   resumes under tensor parallelism;
+//   run) and under ddp on another number of ranks, a ddp checkpoint
+//   resumes under tensor parallelism, and it converts to Hugging Face's
+//   layout;
 // - plans a model cannot run are refused, naming why.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -153,6 +154,18 @@ TEST_F(TensorParallelTest, TwoByTwoEqualsDdpAndResumesUnderEitherLayout) {
   auto as_tp = run("as_tp", job(kTp2, 30, 15, 1, resume_from("ddp", 15, "as_tp")), 4);
   ASSERT_EQ(as_tp.exit_code, 0) << as_tp.output;
   expect_like("ddp", "as_tp", 30, kLikeDdp);
+  // Converts to Hugging Face's layout as any llama checkpoint
+  // (CkptToolTest.ConvertToHfIsWhatHuggingFacesLlamaComputes checks the values).
+  const fs::path hf = dir / "hf";
+  auto convert =
+      rh::test::run_command("env -u RH_PLUGIN_PATH " + rh::test::quote(RH_RUNNER_HOST) +
+                            " ckpt convert " + rh::test::quote((dir / "tp" / "iter_30").string()) +
+                            " --to hf -o " + rh::test::quote(hf.string()));
+  ASSERT_EQ(convert.exit_code, 0) << convert.output;
+  const auto converted = read_safetensors(hf / "model.safetensors");
+  EXPECT_EQ(converted.at("model.layers.0.self_attn.k_proj.weight").size(), 16u * 32u);
+  EXPECT_EQ(converted.at("model.layers.2.mlp.down_proj.weight").size(), 32u * 96u);
+  EXPECT_TRUE(fs::exists(hf / "config.json"));
 }
 
 TEST_F(TensorParallelTest, PlansTheModelCannotRunAreRefusedNamingWhy) {
