@@ -515,9 +515,12 @@ struct Runner::State {
     o.pin_memory = o.pin_memory && device.is_cuda();  // PyTorch too ignores it without a GPU
     if (split == "train") {
       // After an elastic restart on fewer ranks: the first world's global
-      // batch, kept as dist.keep_global_batch says (ElasticBatch.hpp).
-      const ElasticBatch eb = elastic_batch(settings.dist, o.batch_size,
-                                            world->env().elastic_base_world_size, world->size());
+      // batch, kept as dist.keep_global_batch says (ElasticBatch.hpp); in
+      // data-parallel replicas (a tensor-parallel group reads one batch).
+      const int base = world->env().elastic_base_world_size;
+      const ElasticBatch eb =
+          elastic_batch(settings.dist, o.batch_size, base > 0 ? base / world->tp_size() : base,
+                        world->data_size());
       o.batch_size = eb.batch_size;
       micro_batches = eb.micro_batches;
       if (!eb.log.empty() && world->rank() == 0) spdlog::info("{}", eb.log);
