@@ -13,6 +13,8 @@
 // Header-only; plugins only (the SDK's C++ helpers).
 #pragma once
 
+#include <fnmatch.h>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -78,6 +80,15 @@ class TensorParallelMesh {
   }
 
   int32_t size() const { return size_; }
+
+  // The style the plan gives parameter `name` ("layers.0.attention.wq.weight":
+  // its module is the name without its last part), as the host matches it.
+  rh_TensorParallelStyle style_of_param(const std::string& name) const {
+    const std::string module = name.substr(0, name.rfind('.'));
+    for (size_t i = 0; i < patterns_.size(); ++i)
+      if (fnmatch(patterns_[i].c_str(), module.c_str(), 0) == 0) return styles_[i];
+    return RH_TP_REPLICATE;
+  }
 
   // Collective over `world` (every rank calls it): the groups of the mesh,
   // each made on every rank as Comm_NewGroup asks. Returns this rank's

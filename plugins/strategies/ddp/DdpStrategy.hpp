@@ -101,6 +101,8 @@ class DdpStrategy {
   // --estimate-memory (ABI 1.9): the whole model and its optimizer, the
   // flat gradient arena, the autograd gradients waiting for their bucket,
   // the buffers' broadcast copy (DdpStrategy.cpp).
+  // With tensor_parallel: the same for this rank's blocks of the planned
+  // parameters, over the data-parallel group.
   void estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const;
   // ABI 1.11: `tensor_parallel` (TensorParallelMesh.hpp): the plan, and
   // its group; the buckets are reduced over the data-parallel group.
@@ -115,7 +117,8 @@ class DdpStrategy {
   void state_import(const rh_StateDict* dict);
 
  private:
-  // DdpStrategy.cpp: the bucket plan, parameters
+  // DdpStrategy.cpp: the estimate of a data-parallel group, the bucket plan, parameters
+  void estimate_data_parallel(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const;
   at::Tensor grad_of(size_t index);
   std::string param_name(size_t index);
   at::Tensor slice_of(size_t i);

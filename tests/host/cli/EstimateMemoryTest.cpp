@@ -126,6 +126,40 @@ TEST(EstimateMemoryTest, DdpAddsTheArenaAndTheLargestBucketWaitingForIt) {
   EXPECT_EQ(bytes_of(window.output, "ranks 0-1", "grads"), 2 * 4 * kAll);
 }
 
+// ddp x tensor parallel 2: each rank keeps half of every planned parameter
+// (torchtitan's plan: all but the norms) and the whole norms, as the run's
+// memory/params_mb says (TensorParallelTest): llama dim 32, 3 layers of wq
+// 32x32, wk and wv 16x32, wo 32x32, w1 w3 96x32, w2 32x96, two norms of 32;
+// tok_embeddings and output 96x32; norm 32.
+TEST(EstimateMemoryTest, DdpWithTensorParallelKeepsItsBlocksOfThePlannedParameters) {
+  TempDir dir;
+  const auto text = dir.write("text.txt", std::string(512, 'a') + std::string(512, 'b'));
+  const std::string llama =
+      "model: {type: llama, vocab_size: 96, dim: 32, n_layers: 3, n_heads: 4, n_kv_heads: 2, "
+      "multiple_of: 16, max_seq_len: 16}\n"
+      "data:\n  train: {dataset: {type: char_lm, path: " +
+      text.string() +
+      ", block_size: 16, split: train}, batch_size: 4, num_workers: 0}\n"
+      "optim_wrapper: {optimizer: {type: AdamW, lr: 0.001}}\n"
+      "train_cfg: {by_epoch: false, max_iters: 2}\n"
+      "strategy: {type: ddp, tensor_parallel: {size: 2}}\n";
+  const uint64_t split = 3 * (32 * 32 * 2 + 16 * 32 * 2 + 96 * 32 * 3) + 96 * 32 * 2;
+  const uint64_t norms = 3 * 2 * 32 + 32;
+  auto two = estimate(dir, llama, "--nproc-per-node 2");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(bytes_of(two.output, "ranks 0-1", "params"), 4 * (split / 2 + norms));
+  EXPECT_EQ(bytes_of(two.output, "ranks 0-1", "optimizer"), 2 * 4 * (split / 2 + norms));
+  // 2 x 2: the same blocks, and ddp's arena over a data-parallel group of 2.
+  auto four = estimate(dir, llama, "--nproc-per-node 4");
+  ASSERT_EQ(four.exit_code, 0) << four.output;
+  EXPECT_EQ(bytes_of(four.output, "ranks 0-3", "params"), 4 * (split / 2 + norms));
+  EXPECT_EQ(bytes_of(four.output, "ranks 0-3", "grads"), 2 * 4 * (split / 2 + norms));
+  auto three = estimate(dir, llama, "--nproc-per-node 3");
+  EXPECT_NE(three.exit_code, 0) << three.output;
+  EXPECT_THAT(three.output,
+              ::testing::HasSubstr("tensor_parallel.size 2 does not divide the 3 ranks"));
+}
+
 // The last value of `metric` in a metrics.jsonl.
 uint64_t last_metric(const std::filesystem::path& jsonl, const std::string& metric) {
   const std::string text = rh::test::read_file(jsonl);
