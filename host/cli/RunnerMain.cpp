@@ -240,7 +240,17 @@ int rh_runner_main(int argc, char** argv, const char* heap_policy) {
   try {
     factory.load_explicit_plugins(*job.root);
     components = lifecycle::create_components(factory, *job.root);
-    lifecycle::check_model(*job.root, job_dir->string(), *components.strategy);
+    // The job's ranks: what the environment says (the built-in launcher,
+    // torchrun, srun, mpirun), else what the flags ask for
+    // (--estimate-memory), else this process.
+    int world_size = opts.launch.nproc_per_node * opts.launch.nnodes;
+    try {
+      const int from_env = launch::dist_env_from_environment().world_size;
+      if (from_env > 1) world_size = from_env;
+    } catch (const std::exception&) {
+      // A launch environment that does not add up is said at step 2.
+    }
+    lifecycle::check_model(*job.root, job_dir->string(), *components.strategy, world_size);
   } catch (const std::exception& e) {
     return invalid(e.what());
   }

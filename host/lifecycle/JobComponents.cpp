@@ -149,14 +149,14 @@ void check_amp_on_cpu(const config::Node& job, bool on_cpu) {
 }
 
 void check_model(const config::Node& job, const std::string& job_dir,
-                 host::StrategyInstance& strategy) {
+                 host::StrategyInstance& strategy, int world_size) {
   const config::Node* model = job.find("model");
   if (model == nullptr) return;
   const config::Node* type = model->find("type");
   std::unique_ptr<model::Model> shapes;
   if (type == nullptr || type->as_string() != "torchscript")
     shapes = model::build_model_shapes(*model, job_dir);
-  TensorParallelPlan::check(strategy, job, shapes.get());
+  TensorParallelPlan::check(strategy, job, shapes.get(), world_size);
 }
 
 JobComponents create_components(host::ComponentFactory& factory, const config::Node& job) {

@@ -40,8 +40,9 @@ JobComponents create_components(host::ComponentFactory& factory, const config::N
 // ConfigError at the key, before anything is created, and by --dry-run. A
 // TorchScript model is not built here (its file is read once, when the
 // lifecycle builds the model). Then the strategy's tensor-parallel plan,
-// run on those shapes (TensorParallelPlan::check).
+// run on those shapes, and its group size against the job's `world_size`
+// ranks (TensorParallelPlan::check).
 void check_model(const config::Node& job, const std::string& job_dir,
-                 host::StrategyInstance& strategy);
+                 host::StrategyInstance& strategy, int world_size);
 
 }  // namespace rh::lifecycle

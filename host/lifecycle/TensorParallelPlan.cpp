@@ -145,9 +145,16 @@ TensorParallelPlan::TensorParallelPlan(model::TensorParallel plan, const config:
     : plan_(std::move(plan)), job_(job), strategy_(std::move(strategy)) {}
 
 void TensorParallelPlan::check(host::StrategyInstance& strategy, const config::Node& job,
-                               model::Model* shapes) {
+                               model::Model* shapes, int world_size) {
   Answer a = ask_strategy(strategy, job);
   if (a.size == 1) return;
+  if (world_size % a.size != 0) {
+    const config::Node* node = job.find("strategy");
+    throw config::ConfigError(
+        node->location(), "strategy",
+        strategy.what() + "'s tensor-parallel plan has groups of " + std::to_string(a.size) +
+            " ranks, which do not divide the job's " + std::to_string(world_size) + " rank(s)");
+  }
   model::TensorParallel plan{std::move(a.rules), std::make_shared<ShapeOnlyGroup>(a.size)};
   if (shapes == nullptr) {  // TorchScript: not built at step 1
     const config::Node* type = job.find_path("model.type");

@@ -41,9 +41,10 @@ class TensorParallelPlan {
   // strategy would answer, run on the model's shapes (`shapes`, built on
   // the meta device; null for a TorchScript model, which runs none) as rank
   // 0 of its group. A plan the model cannot run is a ConfigError at
-  // model.type, said once, before anything is created.
-  static void check(host::StrategyInstance& strategy, const config::Node& job,
-                    model::Model* shapes);
+  // model.type, said once, before anything is created; a group size that
+  // does not divide the job's `world_size` ranks, at `strategy`.
+  static void check(host::StrategyInstance& strategy, const config::Node& job, model::Model* shapes,
+                    int world_size);
 
   int size() const { return plan_.group->size(); }
   int rank() const { return plan_.group->rank(); }

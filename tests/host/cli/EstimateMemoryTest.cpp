@@ -157,7 +157,7 @@ TEST(EstimateMemoryTest, DdpWithTensorParallelKeepsItsBlocksOfThePlannedParamete
   auto three = estimate(dir, llama, "--nproc-per-node 3");
   EXPECT_NE(three.exit_code, 0) << three.output;
   EXPECT_THAT(three.output,
-              ::testing::HasSubstr("tensor_parallel.size 2 does not divide the 3 ranks"));
+              ::testing::HasSubstr("groups of 2 ranks, which do not divide the job's 3 rank(s)"));
 }
 
 // The last value of `metric` in a metrics.jsonl.

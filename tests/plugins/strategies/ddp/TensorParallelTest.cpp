@@ -211,7 +211,9 @@ TEST_F(TensorParallelTest, PlansTheModelCannotRunAreRefusedNamingWhy) {
        "'colwize' is no style: colwise, rowwise, vocab or replicate"},
       {"heads", job("{type: ddp, tensor_parallel: {size: 3}}", 2, 2), 3,
        "model.n_heads 4 is not divisible by tensor_parallel size 3"},
-      {"size", job(kTp2, 2, 2), 3, "tensor_parallel.size 2 does not divide the 3 ranks", false},
+      {"size", job(kTp2, 2, 2), 3,
+       "tensor-parallel plan has groups of 2 ranks, which do not "
+       "divide the job's 3 rank(s)"},
       {"seed", job(kTp2, 2, 2, 1, "diff_rank_seed: true\n"), 2,
        "the ranks of a tensor-parallel group compute one model and must draw the same numbers",
        false},
