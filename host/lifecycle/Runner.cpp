@@ -468,12 +468,7 @@ struct Runner::State {
                  : at::Device(at::kCPU);
     spdlog::info("strategy {} on {}, seed {}, rank {} of {}", c.strategy->type(), device.str(),
                  seed, world->rank(), world->size());
-    tp = TensorParallelPlan::ask(*c.strategy, *world, job);
-    if (tp && settings.seed.diff_rank_seed)
-      throw config::ConfigError(job.find("diff_rank_seed")->location(), "diff_rank_seed",
-                                "the ranks of a tensor-parallel group compute one model and "
-                                "must draw the same numbers; diff_rank_seed: false with " +
-                                    c.strategy->what() + "'s tensor parallelism");
+    tp = TensorParallelPlan::ask(*c.strategy, *world, job);  // step 1 checked it
     if (tp) checkpoints->set_tensor_parallel(tp.get());
     if (tp && world->rank() == 0)
       spdlog::info("tensor parallel: {} groups of {} consecutive ranks, data over {} replicas",

@@ -2,7 +2,6 @@
 #include "lifecycle/TensorParallelPlan.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/DLConvertor.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,12 +19,6 @@
 namespace rh::lifecycle {
 namespace {
 
-comm::Buffer tp_buffer(const at::Tensor& t) {
-  const DLDevice dev =
-      t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.get_device())} : DLDevice{kDLCPU, 0};
-  return comm::Buffer{t.data_ptr(), static_cast<size_t>(t.numel()), at::getDLDataType(t), dev};
-}
-
 // The strategy's group as the model's collectives see it.
 class CommTpGroup final : public model::TpGroup {
  public:
@@ -33,13 +26,13 @@ class CommTpGroup final : public model::TpGroup {
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
   void all_reduce_sum(at::Tensor& t) override {
-    comm_.all_reduce(tp_buffer(t), comm::ReduceOp::Sum, false)->wait();
+    comm_.all_reduce(comm_buffer(t), comm::ReduceOp::Sum, false)->wait();
   }
   at::Tensor all_gather(const at::Tensor& t) override {
     std::vector<int64_t> shape{comm_.size()};
     for (int64_t d : t.sizes()) shape.push_back(d);
     at::Tensor all = at::empty(shape, t.options());
-    comm_.all_gather(tp_buffer(t), tp_buffer(all), false)->wait();
+    comm_.all_gather(comm_buffer(t), comm_buffer(all), false)->wait();
     return all;
   }
 
@@ -155,6 +148,11 @@ void TensorParallelPlan::check(host::StrategyInstance& strategy, const config::N
         strategy.what() + "'s tensor-parallel plan has groups of " + std::to_string(a.size) +
             " ranks, which do not divide the job's " + std::to_string(world_size) + " rank(s)");
   }
+  if (const config::Node* seed = job.find("diff_rank_seed"); seed != nullptr && seed->as_bool())
+    throw config::ConfigError(seed->location(), "diff_rank_seed",
+                              "the ranks of a tensor-parallel group compute one model and must "
+                              "draw the same numbers; diff_rank_seed: false with " +
+                                  strategy.what() + "'s tensor parallelism");
   model::TensorParallel plan{std::move(a.rules), std::make_shared<ShapeOnlyGroup>(a.size)};
   if (shapes == nullptr) {  // TorchScript: not built at step 1
     const config::Node* type = job.find_path("model.type");

@@ -42,7 +42,8 @@ class TensorParallelPlan {
   // the meta device; null for a TorchScript model, which runs none) as rank
   // 0 of its group. A plan the model cannot run is a ConfigError at
   // model.type, said once, before anything is created; a group size that
-  // does not divide the job's `world_size` ranks, at `strategy`.
+  // does not divide the job's `world_size` ranks, at `strategy`;
+  // diff_rank_seed: true (a group's ranks must draw alike).
   static void check(host::StrategyInstance& strategy, const config::Node& job, model::Model* shapes,
                     int world_size);
 

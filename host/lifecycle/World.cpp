@@ -22,15 +22,12 @@
 #include "model/Model.hpp"
 
 namespace rh::lifecycle {
-namespace {
 
-comm::Buffer buffer(const at::Tensor& t) {
+comm::Buffer comm_buffer(const at::Tensor& t) {
   const DLDevice dev =
       t.is_cuda() ? DLDevice{kDLCUDA, static_cast<int32_t>(t.get_device())} : DLDevice{kDLCPU, 0};
   return comm::Buffer{t.data_ptr(), static_cast<size_t>(t.numel()), at::getDLDataType(t), dev};
 }
-
-}  // namespace
 
 // ---- PendingMean -------------------------------------------------------------
 
@@ -209,7 +206,7 @@ void World::sync_initial_weights(model::Model& model) {
 void World::broadcast_tensors(const std::vector<at::Tensor>& tensors) {
   if (size_ <= 1) return;
   torch::NoGradGuard no_grad;
-  for (const auto& t : tensors) comm_->broadcast(buffer(t), 0, false)->wait();
+  for (const auto& t : tensors) comm_->broadcast(comm_buffer(t), 0, false)->wait();
 }
 
 at::Tensor World::gather_rows(const at::Tensor& bytes) {
@@ -217,14 +214,14 @@ at::Tensor World::gather_rows(const at::Tensor& bytes) {
   if (size_ <= 1) return mine.clone();
   at::Tensor send = on_comm_device(mine);
   at::Tensor all = on_comm_device(at::empty({size_, mine.size(1)}, mine.options()));
-  comm_->all_gather(buffer(send), buffer(all), false)->wait();
+  comm_->all_gather(comm_buffer(send), comm_buffer(all), false)->wait();
   return all.cpu();
 }
 
 int64_t World::broadcast_int(int64_t value) {
   if (size_ <= 1) return value;
   at::Tensor t = on_comm_device(torch::tensor({value}, torch::kLong));
-  comm_->broadcast(buffer(t), 0, false)->wait();
+  comm_->broadcast(comm_buffer(t), 0, false)->wait();
   return t.cpu().item<int64_t>();
 }
 
@@ -235,7 +232,7 @@ std::string World::broadcast_string(const std::string& text) {
   at::Tensor bytes = torch::zeros({n}, torch::kUInt8);
   if (rank_ == 0) std::memcpy(bytes.data_ptr(), text.data(), text.size());
   bytes = on_comm_device(bytes);
-  comm_->broadcast(buffer(bytes), 0, false)->wait();
+  comm_->broadcast(comm_buffer(bytes), 0, false)->wait();
   bytes = bytes.cpu();
   return std::string(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(n));
 }
@@ -267,7 +264,7 @@ std::vector<std::string> World::gather_strings(const std::string& mine) {
 void World::sum(at::Tensor& totals) {
   if (size_ <= 1) return;
   at::Tensor t = on_comm_device(totals);
-  comm_->all_reduce(buffer(t), comm::ReduceOp::Sum, false)->wait();
+  comm_->all_reduce(comm_buffer(t), comm::ReduceOp::Sum, false)->wait();
   totals = t.cpu();
 }
 
@@ -286,7 +283,7 @@ PendingMean World::start_mean(const at::Tensor& scalar, RankFlags flags) {
   t.narrow(0, 1, 1).fill_(flags.stop_signalled ? n : 0.0);
   t.narrow(0, 2, 1).fill_(flags.save_finished ? n : 0.0);
   t = on_comm_device(t);
-  auto work = comm_->all_reduce(buffer(t), comm::ReduceOp::Avg, true);
+  auto work = comm_->all_reduce(comm_buffer(t), comm::ReduceOp::Avg, true);
   return {std::move(t), std::move(work)};
 }
 

@@ -31,6 +31,7 @@ struct DistCfg;
 namespace rh::comm {
 class Communicator;
 class Work;
+struct Buffer;
 }  // namespace rh::comm
 namespace rh::model {
 class Model;
@@ -69,6 +70,10 @@ class PendingMean {
   bool local_ = false;                // one process: value_ is the scalar
   FlagCounts local_counts_;
 };
+
+// A contiguous tensor as the communicator takes it (its memory, count,
+// dtype and device); World's collectives and a tensor-parallel plan's.
+comm::Buffer comm_buffer(const at::Tensor& t);
 
 class World {
  public:

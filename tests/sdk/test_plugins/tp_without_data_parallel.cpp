@@ -50,24 +50,14 @@ class TpWithoutDataParallel {
 };
 
 const rh_Component kComponents[] = {
-    {RH_COMPONENT_STRUCT_SIZE, RH_COMPONENT_STRATEGY, RH_STR("tp_without_data_parallel"),
-     RH_STR("tensor parallel without the data-parallel reduction (conformance tests)"),
-     &rh::StrategyAdapter<TpWithoutDataParallel>::vtable},
+    rh::strategy_component<TpWithoutDataParallel>(
+        "tp_without_data_parallel",
+        "tensor parallel without the data-parallel reduction (conformance tests)"),
 };
 
-const rh_PluginInfo kInfo = {
-    RH_PLUGIN_INFO_STRUCT_SIZE,
-    RH_ABI_VERSION_MAJOR,
-    RH_ABI_VERSION_MINOR,
-    RH_STR("rh_test_tp_without_data_parallel"),
-    RH_STR("0.1.0"),
-    RH_NATIVE_TAG_NONE,
-    kComponents,
-    1,
-    nullptr,
-    nullptr,
-};
+const rh_PluginInfo kInfo =
+    rh::plugin_info("rh_test_tp_without_data_parallel", "0.1.0", RH_NATIVE_TAG_NONE, kComponents);
 
 }  // namespace
 
-extern "C" RH_EXPORT const rh_PluginInfo* rh_plugin_info(uint32_t, uint32_t) { return &kInfo; }
+RH_PLUGIN_ENTRY(kInfo)
