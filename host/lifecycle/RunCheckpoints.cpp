@@ -104,6 +104,10 @@ using namespace ckpt;  // RunCheckpointsParts.hpp
 
 bool RunCheckpoints::through_strategy() const { return strategy_.has_unit_params(); }
 
+bool RunCheckpoints::loads_after_wrap() const {
+  return strategy_.traits().load_phase == RH_LOAD_AFTER_WRAP && tp_ == nullptr;
+}
+
 // Calls fn(params) for every unit's parameters between UnitParams(first)
 // and UnitParams(then), every rank in the same order: one unit whole at a
 // time (a sharded model is never whole on any rank).

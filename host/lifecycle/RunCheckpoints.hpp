@@ -39,6 +39,7 @@ class Model;
 namespace rh::optim {
 class GradScaler;
 class OptimWrapper;
+struct OptimParam;
 }  // namespace rh::optim
 
 namespace rh::lifecycle {
@@ -96,6 +97,11 @@ class RunCheckpoints {
   // checkpoint whose parameters are saved only as shards needs it.
   void load_weights(model::Model& model, const std::optional<std::filesystem::path>& resume_dir,
                     bool resuming_training);
+  // Whether the weights load after Wrap, through the strategy (its
+  // load_phase after_wrap), or into the model as built: with a
+  // tensor-parallel plan always before (every rank holds the whole model
+  // until the plan keeps its blocks, so each reads what it needs).
+  bool loads_after_wrap() const;
   // Set-up, on every rank once the optimizer is built (one collective): each
   // rank's optimizer tensors (names and element ranges) against the other
   // ranks'. Without the sharded_checkpoint trait rank 0 alone saves the
@@ -147,7 +153,8 @@ class RunCheckpoints {
   // the uninterrupted one. Null (the default): none.
   void set_grad_scaler(optim::GradScaler* scaler) { grad_scaler_ = scaler; }
   // A strategy's tensor-parallel plan: its split parameters are saved whole
-  // (gathered over the group by the ranks of data-parallel replica 0) and
+  // (gathered over the group by the ranks of data-parallel replica 0), or
+  // as shards of whole tensors (a sharded_checkpoint strategy's), and
   // resumed as this rank's blocks, so the checkpoint is any other's.
   void set_tensor_parallel(const TensorParallelPlan* tp) { tp_ = tp; }
 
@@ -191,6 +198,13 @@ class RunCheckpoints {
   struct SaveSet;
   void collect_model(SaveSet& set, model::Model& model, const optim::OptimWrapper& optim);
   void collect_optimizer(SaveSet& set, optim::OptimWrapper& optim);
+  // Sharded, with a tensor-parallel plan: `value` (this rank's shard of
+  // optimizer parameter `p`'s block: a state of its size, or its master)
+  // recorded as the range of the whole tensor it is, for `logicals`
+  // (TensorParallelPlan::whole_range; a rowwise shard made whole rows over
+  // the group, written by its rank 0; a replicated one by rank 0 alone).
+  void put_tp_shard(SaveSet& set, const std::vector<std::string>& logicals, const std::string& key,
+                    const optim::OptimParam& p, const at::Tensor& value);
   void collect_state(SaveSet& set, const RunProgress& progress, c10::Device device,
                      const std::filesystem::path& dir);
   checkpoint::CheckpointMeta meta_of(const std::string& name, const RunProgress& progress,

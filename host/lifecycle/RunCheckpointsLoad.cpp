@@ -174,13 +174,13 @@ checkpoint::LoadReport RunCheckpoints::read_model(const ModelSource& source,
                                                   const std::string& what, model::Model& model,
                                                   const std::vector<std::string>& sharded) {
   const rh_StrategyTraits t = strategy_.traits();
-  const bool root = t.load_from_root != 0 && t.load_phase == RH_LOAD_AFTER_WRAP &&
-                    world_.size() > 1 && sharded.empty();
+  const bool root =
+      t.load_from_root != 0 && loads_after_wrap() && world_.size() > 1 && sharded.empty();
   rh_StateDict dict;
   if (!root) {
     // Before Wrap the values go into the model's tensors as they are: the
     // checkpoint-IO plugin may read them there directly (place_into).
-    if (t.load_phase != RH_LOAD_AFTER_WRAP) {
+    if (!loads_after_wrap()) {
       const std::set<std::string> skip(sharded.begin(), sharded.end());
       std::vector<model::NamedTensor> targets;
       for (auto& list : {model.named_parameters(), model.named_buffers()})
@@ -250,8 +250,7 @@ checkpoint::LoadReport RunCheckpoints::load_model(const rh_StateDict& dict, mode
       if (skip.count(key) == 0) rest.entries[key] = e;
     return checkpoint::load_into(rest, "", whole, load_rule_);
   }
-  if (strategy_.traits().load_phase != RH_LOAD_AFTER_WRAP)
-    return checkpoint::load_into(dict, "", targets, load_rule_);
+  if (!loads_after_wrap()) return checkpoint::load_into(dict, "", targets, load_rule_);
   checkpoint::LoadReport report;
   std::set<std::string> names;
   for (const auto& t : targets) names.insert(t.name);
@@ -332,14 +331,28 @@ void RunCheckpoints::resume_optimizer(const fs::path& dir, const checkpoint::Che
                               : std::string(" (or lost it: this checkpoint does not record "
                                             "which parameters its writer optimized)"),
         fresh.size() > 1 ? "their" : "its");
-  // Tensor parallel: a split parameter's states are read whole and cut to
-  // this rank's block (key -> the dimension).
-  std::map<std::string, int64_t> tp_blocks;
+  // Tensor parallel: a split parameter's shard (its block, or a sharding
+  // strategy's shard of it) is a range of the whole tensor, or within the
+  // whole rows read (key -> the range and the shard's shape: this rank's
+  // columns kept).
+  std::map<std::string, std::pair<TensorParallelPlan::WholeRange, std::vector<int64_t>>> tp_rows;
   for (const auto& p : optim.params()) {
     const int64_t tp_dim = tp_ != nullptr ? tp_->split_dim(p.name) : -1;
     const std::vector<int64_t> full =
-        tp_dim >= 0 ? tp_->whole_shape(p.param.sizes(), tp_dim) : full_shape(p);
+        tp_dim >= 0 ? tp_->whole_shape(full_shape(p), tp_dim) : full_shape(p);
     const std::vector<int64_t> shard = shape_of(p.param.sizes());
+    TensorParallelPlan::WholeRange range{p.full_offset, p.param.numel(), 0};
+    if (tp_dim >= 0)
+      range = tp_->whole_range(full_shape(p), tp_dim, p.full_offset, p.param.numel());
+    // The request for this rank's shard of a logical tensor of the
+    // parameter's whole shape.
+    auto shard_request = [&](const std::string& logical, const std::string& key) {
+      if (range.rows == 0)
+        return checkpoint::ShardReader::Request{logical, range.offset, range.numel, shard, key};
+      tp_rows[key] = {range, shard};
+      return checkpoint::ShardReader::Request{logical, range.offset, range.numel, std::nullopt,
+                                              key};
+    };
     auto mismatch = [&](const std::string& logical, const checkpoint::LogicalTensor& t) {
       std::ostringstream msg;
       msg << what << " does not match the model: '" << logical << "' is "
@@ -355,18 +368,15 @@ void RunCheckpoints::resume_optimizer(const fs::path& dir, const checkpoint::Che
       const checkpoint::LogicalTensor& t = it->second;
       const std::string key = p.name + "." + field;
       if (!t.shape.empty() && t.numel() != 1 && t.shape != full) throw mismatch(it->first, t);
-      if (tp_dim >= 0 && t.shape == full) {
-        requests.push_back(reader.whole(it->first, key));
-        tp_blocks[key] = tp_dim;
-      } else if (t.shape == full && !full.empty())
-        requests.push_back({it->first, p.full_offset, p.param.numel(), shard, key});
+      if (t.shape == full && !full.empty())
+        requests.push_back(shard_request(it->first, key));
       else
         requests.push_back(reader.whole(it->first, key));
     }
     const auto m = meta.tensors.find("master." + p.name);
     if (m != meta.tensors.end()) {
       if (m->second.shape != full) throw mismatch(m->first, m->second);
-      requests.push_back({m->first, p.full_offset, p.param.numel(), shard, m->first});
+      requests.push_back(shard_request(m->first, m->first));
       masters[m->first] = &p;
     } else if (strategy_.traits().sharded_model_state != 0) {
       throw host::HostError(RH_ERROR_FAILED_PRECONDITION,
@@ -383,7 +393,8 @@ void RunCheckpoints::resume_optimizer(const fs::path& dir, const checkpoint::Che
   std::vector<model::NamedTensor> optim_state;
   for (const std::string& key : state_keys) {
     at::Tensor t = checkpoint::take_tensor(optim_dict, key);
-    if (const auto b = tp_blocks.find(key); b != tp_blocks.end()) t = tp_->block_of(t, b->second);
+    if (const auto r = tp_rows.find(key); r != tp_rows.end())
+      t = tp_->own_of_rows(t, r->second.first).view(r->second.second);
     optim_state.push_back({key, t});
   }
   try {
@@ -395,7 +406,9 @@ void RunCheckpoints::resume_optimizer(const fs::path& dir, const checkpoint::Che
   {
     torch::NoGradGuard no_grad;
     for (const auto& [key, p] : masters) {
-      const at::Tensor value = checkpoint::get_tensor(optim_dict, key);
+      at::Tensor value = checkpoint::get_tensor(optim_dict, key);
+      if (const auto r = tp_rows.find(key); r != tp_rows.end())
+        value = tp_->own_of_rows(value, r->second.first).view(r->second.second);
       // The masters are float32; a parameter of another dtype (an unsharded
       // strategy's bf16 weights) has its value from the model file.
       if (value.scalar_type() == p->param.scalar_type()) p->param.copy_(value);

@@ -129,30 +129,33 @@ void RunCheckpoints::collect_model(SaveSet& set, model::Model& model,
                                          set.model, t.name, 0));
     }
   };
+  // Tensor parallel: replica 0's group makes each split parameter whole for
+  // rank 0, in the same order on each of its ranks.
+  auto add_whole = [&](const std::vector<model::NamedTensor>& list, bool lend) {
+    if (tp_ == nullptr) {
+      if (set.writer) add(list, lend);
+      return;
+    }
+    if (world_.data_rank() != 0) return;
+    for (const auto& t : list) {
+      const int64_t dim = tp_->split_dim(t.name);
+      if (dim < 0 || set.shard_only.count(t.name) != 0) {
+        if (set.writer) add({t}, lend);
+        continue;
+      }
+      const at::Tensor whole = tp_->whole(t.tensor.detach(), dim);
+      if (set.writer) add({{t.name, whole}}, false);
+    }
+  };
   if (!set.shard_only.empty()) {
     // Nothing gathered: rank 0 writes what is whole on every rank.
-    if (set.writer) add(model.named_parameters(), true);
+    add_whole(model.named_parameters(), true);
   } else if (through_strategy()) {
     // A sharded model comes to rank 0 one unit at a time.
     each_unit(model, RH_UNIT_PARAMS_GATHER, RH_UNIT_PARAMS_RELEASE,
-              [&](std::vector<model::NamedTensor>& params) {
-                if (set.writer) add(params, false);
-              });
-  } else if (tp_ != nullptr) {
-    // Tensor parallel: replica 0's group makes each split parameter whole
-    // for rank 0, in the same order on each of its ranks.
-    if (world_.data_rank() == 0)
-      for (const auto& t : model.named_parameters()) {
-        const int64_t dim = tp_->split_dim(t.name);
-        if (dim < 0) {
-          if (set.writer) add({t}, true);
-          continue;
-        }
-        const at::Tensor whole = tp_->whole(t.tensor.detach(), dim);
-        if (set.writer) add({{t.name, whole}}, false);
-      }
-  } else if (set.writer) {
-    add(model.named_parameters(), true);
+              [&](std::vector<model::NamedTensor>& params) { add_whole(params, false); });
+  } else {
+    add_whole(model.named_parameters(), true);
   }
   if (set.writer) add(model.named_buffers(), true);
 }
@@ -174,6 +177,10 @@ void RunCheckpoints::collect_optimizer(SaveSet& set, optim::OptimWrapper& optim)
     const optim::OptimParam* p = state_owner(params, t.name);
     const bool like_param =
         p != nullptr && t.tensor.dim() > 0 && t.tensor.numel() == p->param.numel();
+    if (set.sharded && tp_ != nullptr && like_param) {
+      put_tp_shard(set, {"optim." + t.name}, t.name, *p, t.tensor);
+      continue;
+    }
     const int64_t dim = like_param && tp_ != nullptr ? tp_->split_dim(p->name) : -1;
     const at::Tensor value = dim >= 0 ? tp_->whole(t.tensor, dim) : t.tensor;
     if (!set.sharded && !set.writer) continue;
@@ -190,6 +197,12 @@ void RunCheckpoints::collect_optimizer(SaveSet& set, optim::OptimWrapper& optim)
   if (!set.sharded) return;
   for (const auto& p : optim.params()) {
     const std::string key = p.name + kShardValueSuffix;
+    if (tp_ != nullptr) {
+      std::vector<std::string> logicals{"master." + p.name};
+      if (set.shard_only.count(p.name) != 0) logicals.push_back("model." + p.name);
+      put_tp_shard(set, logicals, key, p, p.param);
+      continue;
+    }
     if (set.background)
       snapshot(set.optim, "master." + p.name, key, p.param);
     else
@@ -200,6 +213,32 @@ void RunCheckpoints::collect_optimizer(SaveSet& set, optim::OptimWrapper& optim)
       set.records.push_back(shard_record("model." + p.name, full_shape(p), set.own_stem, set.optim,
                                          key, p.full_offset));
   }
+}
+
+void RunCheckpoints::put_tp_shard(SaveSet& set, const std::vector<std::string>& logicals,
+                                  const std::string& key, const optim::OptimParam& p,
+                                  const at::Tensor& value) {
+  const int64_t dim = tp_->split_dim(p.name);
+  std::vector<int64_t> shape = full_shape(p);  // the block's
+  TensorParallelPlan::WholeRange range{p.full_offset, value.numel(), 0};
+  at::Tensor out = value;
+  if (dim >= 0) {
+    range = tp_->whole_range(shape, dim, p.full_offset, value.numel());
+    shape = tp_->whole_shape(shape, dim);
+    if (range.rows > 0) out = tp_->rows_of_own(value, range);  // collective on the group
+  }
+  // The group's ranks hold the same shard of a replicated parameter, and
+  // the same whole rows once gathered: its rank 0 writes them.
+  if ((dim < 0 || range.rows > 0) && tp_->rank() != 0) return;
+  const bool lent = out.is_same(value);
+  if (set.background)
+    snapshot(set.optim, logicals.front(), key, out);
+  else if (lent)
+    checkpoint::put_tensor_view(set.optim, key, out);  // alive until the step
+  else
+    checkpoint::put_tensor(set.optim, key, out);
+  for (const std::string& logical : logicals)
+    set.records.push_back(shard_record(logical, shape, set.own_stem, set.optim, key, range.offset));
 }
 
 // The run's own state: the loop position, the loss scaler, every rank's

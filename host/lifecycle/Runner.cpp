@@ -148,12 +148,9 @@ struct Runner::State {
     // checksum), then weights, optimizer state and loop state.
     const auto load_t0 = Clock::now();
     std::optional<fs::path> resume_dir = checkpoints->find_resume();
-    const rh_StrategyTraits traits = c.strategy->traits();
-    if (traits.load_phase == RH_LOAD_BEFORE_WRAP)
-      checkpoints->load_weights(*model, resume_dir, true);
+    if (!checkpoints->loads_after_wrap()) checkpoints->load_weights(*model, resume_dir, true);
     wrap_model();
-    if (traits.load_phase == RH_LOAD_AFTER_WRAP)
-      checkpoints->load_weights(*model, resume_dir, true);
+    if (checkpoints->loads_after_wrap()) checkpoints->load_weights(*model, resume_dir, true);
     // 7. Optimizer over the strategy's parameters (AmpOptimWrapper: and the
     // loss scaler, before resume restores it).
     build_optimizer();
@@ -216,12 +213,9 @@ struct Runner::State {
       spdlog::warn(
           "--mode {}: no load_from and no checkpoint to resume; evaluating the initial weights",
           split);
-    const rh_StrategyTraits traits = c.strategy->traits();
-    if (traits.load_phase == RH_LOAD_BEFORE_WRAP)
-      checkpoints->load_weights(*model, resume_dir, false);
+    if (!checkpoints->loads_after_wrap()) checkpoints->load_weights(*model, resume_dir, false);
     wrap_model();
-    if (traits.load_phase == RH_LOAD_AFTER_WRAP)
-      checkpoints->load_weights(*model, resume_dir, false);
+    if (checkpoints->loads_after_wrap()) checkpoints->load_weights(*model, resume_dir, false);
     set_state(mode == RunMode::Val ? RH_MODE_VAL : RH_MODE_TEST, 0, 0, 0);
     hooks.fire(RH_EVENT_BEFORE_RUN);
     eval_loop(mode, *loader);
@@ -536,7 +530,7 @@ struct Runner::State {
                             "the model has no trainable parameter (every parameter has "
                             "requires_grad false): nothing to train; use --mode val or test");
     set_layer_depths(job, *model, params);
-    if (tp) tp->mark_norm_counted(params);
+    if (tp) tp->check_optimizer_params(params);
     optim = std::make_unique<optim::OptimWrapper>(*job.find("optim_wrapper"), std::move(params));
   }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -78,17 +79,6 @@ Answer ask_strategy(host::StrategyInstance& strategy, const config::Node& job) {
   if (args.size < 1)
     throw host::HostError(RH_ERROR_INVALID_ARGUMENT,
                           who + ": size " + std::to_string(args.size) + " (must be >= 1)");
-  // The plan splits the model the host holds whole; a strategy that shards
-  // it too (its own optimizer tensors, sharded checkpoints, weights loaded
-  // through it) would need both layouts at once: not yet.
-  const rh_StrategyTraits traits = strategy.traits();
-  if (strategy.has_optimizer_params() || traits.sharded_checkpoint != 0 ||
-      traits.load_phase != RH_LOAD_BEFORE_WRAP)
-    throw host::HostError(RH_ERROR_UNIMPLEMENTED,
-                          who +
-                              ": tensor parallelism beside a strategy that shards the model "
-                              "itself (OptimizerParams, sharded_checkpoint or load_phase "
-                              "after_wrap) is not supported yet; ddp's tensor_parallel is");
   if (args.num_rules > 0 && args.rules == nullptr)
     throw host::HostError(RH_ERROR_INVALID_ARGUMENT, who + ": num_rules without rules");
   for (size_t i = 0; i < args.num_rules; ++i) {
@@ -220,10 +210,70 @@ std::vector<int64_t> TensorParallelPlan::whole_shape(at::IntArrayRef block, int6
   return shape;
 }
 
-void TensorParallelPlan::mark_norm_counted(std::vector<optim::OptimParam>& params) const {
-  if (rank() == 0) return;
-  for (optim::OptimParam& p : params)
-    if (!is_split(p.name)) p.norm_counted = false;
+namespace {
+// Elements of one row of a block split along `dim`: its elements from dim on.
+int64_t row_numel(at::IntArrayRef block, int64_t dim) {
+  int64_t n = 1;
+  for (size_t d = static_cast<size_t>(dim); d < block.size(); ++d) n *= block[d];
+  return n;
+}
+}  // namespace
+
+bool TensorParallelPlan::rows_aligned(at::IntArrayRef block, int64_t dim, int64_t offset,
+                                      int64_t numel) {
+  if (dim == 0) return true;
+  const int64_t row = row_numel(block, dim);
+  return row > 0 && offset % row == 0 && numel % row == 0;
+}
+
+TensorParallelPlan::WholeRange TensorParallelPlan::whole_range(at::IntArrayRef block, int64_t dim,
+                                                               int64_t offset,
+                                                               int64_t numel) const {
+  if (!rows_aligned(block, dim, offset, numel))  // checked at the optimizer's build
+    throw host::HostError(RH_ERROR_INTERNAL,
+                          "a shard of a tensor-parallel block that is not whole "
+                          "block rows");
+  if (dim == 0) {
+    int64_t block_numel = 1;
+    for (int64_t d : block) block_numel *= d;
+    return {rank() * block_numel + offset, numel, 0};
+  }
+  const int64_t row = row_numel(block, dim), n = size();
+  return {offset * n, numel * n, numel / row};
+}
+
+at::Tensor TensorParallelPlan::own_of_rows(const at::Tensor& rows, const WholeRange& range) const {
+  if (range.numel == 0) return rows.reshape({0});
+  return rows.reshape({range.rows, size(), -1}).select(1, rank()).contiguous().view(-1);
+}
+
+at::Tensor TensorParallelPlan::rows_of_own(const at::Tensor& shard, const WholeRange& range) const {
+  if (range.numel == 0) return shard.reshape({0});  // alike on every rank of the group: no call
+  const at::Tensor all = plan_.group->all_gather(shard.contiguous().view({range.rows, -1}));
+  return all.transpose(0, 1).contiguous().view(-1);  // (rows, size, row)
+}
+
+void TensorParallelPlan::check_optimizer_params(std::vector<optim::OptimParam>& params) const {
+  for (optim::OptimParam& p : params) {
+    const int64_t dim = split_dim(p.name);
+    if (dim < 0) {
+      if (rank() != 0) p.norm_counted = false;
+      continue;
+    }
+    if (p.full_shape.empty()) continue;  // the whole block
+    if (!rows_aligned(p.full_shape, dim, p.full_offset, p.param.numel())) {
+      std::ostringstream msg;
+      msg << strategy_ << ": its optimizer tensor of '" << p.name << "' (elements " << p.full_offset
+          << ".." << p.full_offset + p.param.numel() << " of the block "
+          << at::IntArrayRef(p.full_shape)
+          << ") is not whole rows of the tensor-parallel block, which the plan splits along "
+             "dim "
+          << dim
+          << ": a checkpoint could not place it in the whole tensor (shard split parameters "
+             "by dim-0 rows, as fsdp does)";
+      throw host::HostError(RH_ERROR_UNIMPLEMENTED, msg.str());
+    }
+  }
 }
 
 double TensorParallelPlan::reduce_norm(double norm_type, double local) const {

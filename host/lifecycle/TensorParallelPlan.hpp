@@ -66,11 +66,36 @@ class TensorParallelPlan {
   at::Tensor block_of(const at::Tensor& whole, int64_t dim) const;
   // The whole shape of a tensor of `block`'s shape split along `dim`.
   std::vector<int64_t> whole_shape(at::IntArrayRef block, int64_t dim) const;
-  // The gradient norm's parts: the split parameters' gradients are distinct
-  // on each rank of the group, the others alike, so only the group's rank 0
-  // counts those (OptimParam::norm_counted), and this sums the parts over
-  // the group (max for norm_type inf).
-  void mark_norm_counted(std::vector<optim::OptimParam>& params) const;
+
+  // A strategy's shard of a block (elements [offset, offset + numel) of the
+  // flattened block, as rh_OptimParam's full_offset says) in the whole
+  // tensor, for a checkpoint of one layout. Split along dim 0 it is one
+  // range of the whole (after the lower ranks' blocks). Split along dim d >
+  // 0, a row of the whole (its elements from dim d on) is the ranks' rows
+  // side by side, so a shard of whole block rows (fsdp's row blocks, ddp's
+  // whole block) lies in the range of those whole rows, with every rank's
+  // columns: `rows` > 0 says so (rows x size x the block's row).
+  struct WholeRange {
+    int64_t offset = 0, numel = 0;
+    int64_t rows = 0;
+  };
+  WholeRange whole_range(at::IntArrayRef block, int64_t dim, int64_t offset, int64_t numel) const;
+  // Whether whole_range can place such a shard: dim 0, or whole block rows.
+  static bool rows_aligned(at::IntArrayRef block, int64_t dim, int64_t offset, int64_t numel);
+  // rows > 0: the whole rows read (range.numel elements) -> this rank's shard
+  // (flat); and the other way, collective on the group: this rank's shard ->
+  // the whole rows every rank's shards make (flat), for its rank 0 to write.
+  at::Tensor own_of_rows(const at::Tensor& rows, const WholeRange& range) const;
+  at::Tensor rows_of_own(const at::Tensor& shard, const WholeRange& range) const;
+  // The optimizer's tensors (the parameters, or a strategy's shards of
+  // them). The gradient norm's parts: the split parameters' gradients are
+  // distinct on each rank of the group, the others alike, so only the
+  // group's rank 0 counts those (OptimParam::norm_counted), and
+  // reduce_norm sums the parts over the group (max for norm_type inf). A
+  // strategy's shard of a block a checkpoint cannot place in the whole
+  // tensor (not whole rows of a dim > 0 split: whole_range) is refused
+  // (HostError naming the strategy and the parameter).
+  void check_optimizer_params(std::vector<optim::OptimParam>& params) const;
   double reduce_norm(double norm_type, double local) const;
 
  private:

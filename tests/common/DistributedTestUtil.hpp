@@ -94,6 +94,27 @@ inline void expect_close(const std::filesystem::path& a_file, const std::filesys
   }
 }
 
+// Every tensor of `b_file` within `bound` (absolute) of `a_file`'s, the
+// same tensors on both sides: an effect-size bound the caller derives.
+inline void expect_within(const std::filesystem::path& a_file, const std::filesystem::path& b_file,
+                          double bound) {
+  const auto a = read_safetensors(a_file);
+  const auto b = read_safetensors(b_file);
+  ASSERT_EQ(a.size(), b.size()) << a_file << " vs " << b_file;
+  ASSERT_FALSE(a.empty());
+  for (const auto& [name, va] : a) {
+    ASSERT_EQ(b.count(name), 1u) << name;
+    const auto& vb = b.at(name);
+    ASSERT_EQ(va.size(), vb.size()) << name;
+    double worst = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      const double diff = std::fabs(static_cast<double>(va[i]) - vb[i]);
+      worst = std::isnan(diff) ? std::numeric_limits<double>::infinity() : std::max(worst, diff);
+    }
+    EXPECT_LE(worst, bound) << name << " in " << b_file;
+  }
+}
+
 // A small llama (grouped-query attention: 4 heads, 2 key/value heads; 3
 // layers) trained on the text file `text` as char_lm, AdamW with clip_grad,
 // for `iters` iterations under `strategy`, saved at the end; `hooks`: more

@@ -118,6 +118,35 @@ class TensorParallelMesh {
     return data;
   }
 
+  // --estimate-memory (ABI 1.9) under the plan: what one data-parallel
+  // replica's strategy sees. Each rank keeps 1/size of every parameter the
+  // plan splits (the host runs it: step 1 has checked that it can), whole
+  // the others, in a data-parallel group of world / size ranks; `blocks`
+  // holds the parameters the returned args point to.
+  rh_MemoryEstimateArgs replica_of(const rh_MemoryEstimateArgs& args,
+                                   std::vector<rh_ParamSize>& blocks,
+                                   const std::string& who) const {
+    const int32_t n = size_;
+    if (args.world_size % n != 0)
+      throw rh::Exception(RH_ERROR_INVALID_CONFIG, who + ": tensor_parallel.size " +
+                                                       std::to_string(n) + " does not divide the " +
+                                                       std::to_string(args.world_size) + " ranks");
+    blocks.assign(args.params, args.params + args.num_params);
+    for (rh_ParamSize& p : blocks) {
+      const rh_TensorParallelStyle style = style_of_param(std::string(p.name.data, p.name.size));
+      if (style == RH_TP_REPLICATE) continue;
+      p.numel /= n;
+      if (style != RH_TP_ROWWISE) p.rows /= n;  // colwise and vocab split the rows
+    }
+    rh_MemoryEstimateArgs replica = args;
+    replica.params = blocks.data();
+    replica.world_size = args.world_size / n;
+    replica.rank = args.rank / n;
+    if (RH_STRUCT_HAS(&args, rh_MemoryEstimateArgs, local_world_size) && args.local_world_size >= n)
+      replica.local_world_size = args.local_world_size / n;
+    return replica;
+  }
+
   // TensorParallelPlan's answer.
   void fill(rh_TensorParallelPlanArgs& args) const {
     args.size = size_;

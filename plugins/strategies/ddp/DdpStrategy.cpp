@@ -40,27 +40,8 @@ DdpStrategy::DdpStrategy(const rh_CreateArgs& args) : host_(args.host), context_
 
 void DdpStrategy::estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const {
   if (mesh_.size() == 1) return estimate_data_parallel(args, out);
-  // Tensor parallel: each rank keeps 1/size of every parameter the plan
-  // splits (the host runs it: step 1 has checked that it can), whole the
-  // others, in a data-parallel group of world / size ranks.
-  const int32_t n = mesh_.size();
-  if (args.world_size % n != 0)
-    throw rh::Exception(RH_ERROR_INVALID_CONFIG, "strategy 'ddp': tensor_parallel.size " +
-                                                     std::to_string(n) + " does not divide the " +
-                                                     std::to_string(args.world_size) + " ranks");
-  std::vector<rh_ParamSize> blocks(args.params, args.params + args.num_params);
-  for (rh_ParamSize& p : blocks) {
-    const rh_TensorParallelStyle style =
-        mesh_.style_of_param(std::string(p.name.data, p.name.size));
-    if (style == RH_TP_REPLICATE) continue;
-    p.numel /= n;
-    if (style != RH_TP_ROWWISE) p.rows /= n;  // colwise and vocab split the rows
-  }
-  rh_MemoryEstimateArgs replica = args;
-  replica.params = blocks.data();
-  replica.world_size = args.world_size / n;
-  replica.rank = args.rank / n;
-  estimate_data_parallel(replica, out);
+  std::vector<rh_ParamSize> blocks;
+  estimate_data_parallel(mesh_.replica_of(args, blocks, "strategy 'ddp'"), out);
 }
 
 void DdpStrategy::estimate_data_parallel(const rh_MemoryEstimateArgs& args,

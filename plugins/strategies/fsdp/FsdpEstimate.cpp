@@ -98,6 +98,13 @@ struct Replay {
 
 void FsdpStrategy::estimate_memory(const rh_MemoryEstimateArgs& args,
                                    rh_MemoryEstimate& out) const {
+  if (mesh_.size() == 1) return estimate_replica(args, out);
+  std::vector<rh_ParamSize> blocks;
+  estimate_replica(mesh_.replica_of(args, blocks, "strategy 'fsdp'"), out);
+}
+
+void FsdpStrategy::estimate_replica(const rh_MemoryEstimateArgs& args,
+                                    rh_MemoryEstimate& out) const {
   FsdpConfig cfg = cfg_;  // resolve() fills the copy, as SetupEnv does the strategy's
   cfg.resolve(node_, args.world_size, args.local_world_size);
   const int64_t shards = cfg.shard_group_size;

@@ -39,6 +39,14 @@ namespace rh::fsdp {
 FsdpStrategy::FsdpStrategy(const rh_CreateArgs& args)
     : ShardingBase(args.host, args.context), node_(args.host, args.config) {
   cfg_ = FsdpConfig::from_config(node_);
+  mesh_.read(node_);
+  // hybrid_shard's groups are a node's ranks; beside tensor-parallel groups
+  // they would make a 3-D mesh (replicate x shard x tensor), not built.
+  if (mesh_.size() > 1 && cfg_.sharding == ShardingStrategy::HybridShard)
+    node_.child("sharding_strategy")
+        .throw_error(
+            "hybrid_shard beside tensor_parallel (a 3-D mesh) is not supported; "
+            "full_shard, shard_grad_op or no_shard shard over the data-parallel group");
   param_dtype_ = scalar_type(cfg_.param_dtype);
   reduce_dtype_ = scalar_type(cfg_.reduce_dtype);
   // float16 where it can only run on the CPU (a LibTorch without CUDA) and
@@ -83,15 +91,21 @@ void FsdpStrategy::traits(rh_StrategyTraits& t) const {
 }
 
 void FsdpStrategy::setup_env(rh_SetupEnvArgs& args) {
-  world_ = args.world;
+  // With tensor_parallel: the mesh's data-parallel group (every rank
+  // makes every group, collectively).
+  world_ =
+      args.world != nullptr ? mesh_.make_groups(host_, args.world, "strategy 'fsdp'") : nullptr;
+  if (args.world == nullptr && mesh_.size() > 1)
+    node_.child("tensor_parallel").throw_error("needs the host's world communicator");
   if (world_ != nullptr && host_->Comm_ReduceScatter == nullptr)
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                         "strategy 'fsdp' needs the host's reduce-scatter (ABI 1.0 "
                         "communicator)");
   world_size_ = world_ ? host_->Comm_Size(world_) : 1;
   rank_ = world_ ? host_->Comm_Rank(world_) : 0;
-  const int64_t launch_local =
-      RH_STRUCT_HAS(&args, rh_SetupEnvArgs, local_world_size) ? args.local_world_size : world_size_;
+  const int64_t launch_local = RH_STRUCT_HAS(&args, rh_SetupEnvArgs, local_world_size)
+                                   ? std::max<int64_t>(1, args.local_world_size / mesh_.size())
+                                   : world_size_;
   cfg_.resolve(node_, world_size_, launch_local);
   shards_ = cfg_.shard_group_size;
   reshard_ = cfg_.reshard_after_forward;

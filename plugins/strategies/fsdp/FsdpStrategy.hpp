@@ -1,5 +1,9 @@
 // Strategy `fsdp`: fully sharded data parallel, per parameter, as PyTorch's
-// FSDP2 `fully_shard` does it (configuration keys: FsdpConfig.hpp).
+// FSDP2 `fully_shard` does it (configuration keys: FsdpConfig.hpp), and 2-D
+// with `tensor_parallel` (torchtitan's FSDP x TP): the host splits the model
+// by the plan over groups of consecutive ranks, and fsdp runs on the mesh's
+// data-parallel group as its world (every "world" and "rank" below is that
+// group's), sharding each rank's blocks as it shards whole parameters.
 //
 // The layout. Every trainable parameter the strategy manages is sharded
 // along dim 0 over the S ranks of its *shard group* (S = the world for
@@ -102,6 +106,7 @@
 #include "ShardLayouts.hpp"
 #include "ShardedBlock.hpp"
 #include "ShardingBase.hpp"
+#include "TensorParallelMesh.hpp"
 #include "rh/cpp/config.hpp"
 #include "rh/rh_plugin.h"
 
@@ -147,6 +152,10 @@ class FsdpStrategy : private rh::sharding::ShardingBase {
   void setup_env(rh_SetupEnvArgs& args);
   // --estimate-memory (ABI 1.9), FsdpEstimate.cpp.
   void estimate_memory(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const;
+  // ABI 1.11: `tensor_parallel: {size, plan}` (TensorParallelMesh.hpp), 2-D:
+  // the strategy's world is the data-parallel group of the mesh, each
+  // parameter the host hands it a tensor-parallel block it shards by rows.
+  void tensor_parallel_plan(rh_TensorParallelPlanArgs& args) const { mesh_.fill(args); }
   void wrap(const rh_WrapArgs& args);
   void optimizer_params(const rh_OptimParamSink& sink);
   void before_backward(bool sync);
@@ -159,6 +168,9 @@ class FsdpStrategy : private rh::sharding::ShardingBase {
   void teardown();
 
  private:
+  // FsdpEstimate.cpp: one data-parallel replica's estimate.
+  void estimate_replica(const rh_MemoryEstimateArgs& args, rh_MemoryEstimate& out) const;
+
   // FsdpStrategy.cpp: groups, units, metrics
   void make_groups();
   // A managed parameter as the layout sees it: at Wrap from the model, in
@@ -235,6 +247,7 @@ class FsdpStrategy : private rh::sharding::ShardingBase {
 
   rh::Config node_;  // the `strategy:` map (valid until the instance is destroyed)
   FsdpConfig cfg_;
+  rh::strategies::TensorParallelMesh mesh_;  // size 1: no tensor parallelism
   at::ScalarType param_dtype_ = at::kFloat, reduce_dtype_ = at::kFloat;
   // One rank with float32 param_dtype: the parameters are views of the
   // masters, their gradients taken into `grad` as they are ready (place_:

@@ -489,6 +489,13 @@ typedef struct rh_StrategyVtable {
    * model, loads its weights (load_from, resume), then keeps on each rank
    * only its slices of the planned modules; Wrap, the optimizer and the
    * strategy's gradients see those slices. Must answer the same both times.
+   * Beside a plan the weights load before Wrap whatever load_phase says
+   * (UnitParams' load ops are not called). A strategy that shards the
+   * slices (OptimizerParams) gives full_shape as the slice's shape and
+   * full_offset within it; a shard of a slice split along dim d > 0
+   * (RH_TP_ROWWISE) must be whole rows of it (its elements from dim d on),
+   * or the host refuses it when the optimizer is built: a checkpoint holds
+   * whole tensors, where such a slice's rows lie beside the other ranks'.
    * NULL = no tensor parallelism. */
   rh_Error* (*TensorParallelPlan)(rh_StrategyInstance* instance, rh_TensorParallelPlanArgs* args);
 } rh_StrategyVtable;

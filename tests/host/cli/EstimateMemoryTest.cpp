@@ -175,6 +175,15 @@ uint64_t last_metric(const std::filesystem::path& jsonl, const std::string& metr
   return last;
 }
 
+// A memory/*_mb metric's first value in a metrics.jsonl, in bytes.
+uint64_t metric_bytes(const std::filesystem::path& metrics, const std::string& name) {
+  const std::string text = rh::test::read_file(metrics);
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(text, m, std::regex("\"" + name + "\": ([0-9.e+-]+)")))
+      << name << " not in " << text;
+  return static_cast<uint64_t>(std::llround(std::stod(m[1].str()) * 1048576.0));
+}
+
 // Estimates `strategy` for 2 ranks of a small gpt (dim 256, depth 3), trains
 // it 2 steps with the metrics hook, and returns the estimate's output and
 // the metrics.jsonl.
@@ -210,8 +219,8 @@ std::pair<std::string, std::filesystem::path> estimate_and_train(const TempDir& 
 // (`prefix`/param_bytes, gather_buffer_bytes, grad_bytes): the estimate's
 // gradients less `transient_grads` (what the metric leaves out).
 void expect_its_own_metrics(const std::string& est, const std::filesystem::path& metrics,
-                            const std::string& prefix, uint64_t transient_grads) {
-  const std::string ranks = "ranks 0-1";
+                            const std::string& prefix, uint64_t transient_grads,
+                            const std::string& ranks = "ranks 0-1") {
   EXPECT_EQ(bytes_of(est, ranks, "params") + bytes_of(est, ranks, "gathered") +
                 bytes_of(est, ranks, "masters"),
             last_metric(metrics, prefix + "/param_bytes"));
@@ -253,6 +262,41 @@ TEST(EstimateMemoryTest, FsdpEstimatesWhatItHoldsWhenItTrains) {
     SCOPED_TRACE(sharding + "\n" + est);
     expect_its_own_metrics(est, metrics, "fsdp", 0);
   }
+}
+
+// fsdp x tensor parallel 2 on 4 ranks (a llama): each rank's blocks of the
+// planned parameters sharded over the data-parallel group of 2, as the run
+// holds them (its fsdp/* figures and its AdamW state).
+TEST(EstimateMemoryTest, FsdpWithTensorParallelEstimatesWhatItHoldsWhenItTrains) {
+  TempDir dir;
+  const auto path = dir.write(
+      "mesh.yaml",
+      "model: {type: llama, vocab_size: 96, dim: 32, n_layers: 3, n_heads: 4, n_kv_heads: 2, "
+      "multiple_of: 16, max_seq_len: 16}\n"
+      "data:\n  train: {dataset: {type: char_lm, path: " +
+          std::string(RH_TEST_TEXT) +
+          ", block_size: 16, split: train}, batch_size: 4, num_workers: 0}\n"
+          "optim_wrapper: {optimizer: {type: AdamW, lr: 0.001}}\n"
+          "train_cfg: {by_epoch: false, max_iters: 2}\n"
+          "strategy: {type: fsdp, tensor_parallel: {size: 2}}\n"
+          "hooks: [{type: metrics}]\n");
+  const std::string base =
+      std::string(RH_RUNNER_HOST) + " --config " + quote(path.string()) + " --nproc-per-node 4";
+  auto est = run_command(base + " --estimate-memory");
+  ASSERT_EQ(est.exit_code, 0) << est.output;
+  auto run = run_command(base + " --set work_dir=" + quote((dir / "mesh").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  SCOPED_TRACE(est.output);
+  const auto metrics = dir / "mesh" / "metrics.jsonl";
+  expect_its_own_metrics(est.output, metrics, "fsdp", 0, "ranks 0-3");
+  EXPECT_EQ(metric_bytes(metrics, "memory/optimizer_mb"),
+            bytes_of(est.output, "ranks 0-3", "optimizer"));
+  // A quarter of the model's float32 elements (43,232: half of the split
+  // ones, then half of the rows each), and each unit's rows padded to the
+  // shards.
+  const uint64_t masters = bytes_of(est.output, "ranks 0-3", "masters");
+  EXPECT_GE(masters, 4u * (43232 / 4));
+  EXPECT_LT(masters, 4u * (43232 / 4 + 512));
 }
 
 // The estimate refuses what the run would: fsdp's ignored_modules entry
@@ -427,13 +471,6 @@ TEST(EstimateMemoryTest, TheMemoryMetricsSplitAsTheEstimate) {
   ASSERT_EQ(est.exit_code, 0) << est.output;
   const auto run = run_command(base);
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto metric_bytes = [](const std::filesystem::path& metrics, const std::string& name) {
-    const std::string text = rh::test::read_file(metrics);
-    std::smatch m;
-    EXPECT_TRUE(std::regex_search(text, m, std::regex("\"" + name + "\": ([0-9.e+-]+)")))
-        << name << " not in " << text;
-    return static_cast<uint64_t>(std::llround(std::stod(m[1].str()) * 1048576.0));
-  };
   const auto metrics = single / "metrics.jsonl";
   EXPECT_EQ(metric_bytes(metrics, "memory/params_mb"), bytes_of(est.output, "rank 0", "params"));
   EXPECT_EQ(metric_bytes(metrics, "memory/grads_mb"), bytes_of(est.output, "rank 0", "grads"));

@@ -10,7 +10,8 @@
 //              name_prefix: "",   # prepended to each tensor's name (a strategy
 //                                 # that names its tensors its own way)
 //              split_over_ranks: false,
-//              perturb_step: 0, perturb_param: ""}
+//              perturb_step: 0, perturb_param: "",
+//              tensor_parallel_from: 0}
 //
 // perturb_step: N adds 0.01 to the first element of parameter
 // `perturb_param` after optimizer step N: an injected difference at a
@@ -25,6 +26,13 @@
 // `runner-host ckpt inspect` called the checkpoint complete; the host must
 // refuse it before training, naming the trait. (Its SyncGradients copies
 // this rank's gradient only: a test of the refusal, not of training.)
+//
+// tensor_parallel_from: N > 0 declares a tensor-parallel plan (ABI 1.11;
+// groups of 2 consecutive ranks, llama's feed-forward split: w1, w3
+// colwise, w2 rowwise) and hands each parameter's elements from N on as
+// its shard (full_offset N): a shard of a rowwise block that is not whole
+// rows of it, which a checkpoint cannot place in the whole tensor; the
+// host must refuse it before training.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -83,11 +91,19 @@ class OwnOptimizer {
     split_ = cfg.get<bool>("split_over_ranks", false);
     perturb_step_ = cfg.get<int64_t>("perturb_step", 0);
     perturb_param_ = cfg.get<std::string>("perturb_param", "");
+    tp_from_ = cfg.get<int64_t>("tensor_parallel_from", 0);
+  }
+  void tensor_parallel_plan(rh_TensorParallelPlanArgs& args) const {
+    if (tp_from_ == 0) return;
+    args.size = 2;
+    args.group = tp_group_;
+    args.rules = tp_rules_;
+    args.num_rules = sizeof(tp_rules_) / sizeof(tp_rules_[0]);
   }
   void traits(rh_StrategyTraits& t) const {
     t.load_phase = after_wrap_ ? RH_LOAD_AFTER_WRAP : RH_LOAD_BEFORE_WRAP;
     t.sharded_checkpoint = sharded_ ? 1 : 0;
-    t.needs_comm = split_ ? 1 : 0;
+    t.needs_comm = split_ || tp_from_ > 0 ? 1 : 0;
   }
   void setup_env(rh_SetupEnvArgs& args) {
     args.device = DLDevice{kDLCPU, 0};
@@ -95,6 +111,13 @@ class OwnOptimizer {
       rank_ = host_->Comm_Rank(args.world);
       size_ = host_->Comm_Size(args.world);
     }
+    if (tp_from_ > 0 && args.world != nullptr)
+      for (int32_t g = 0; g < host_->Comm_Size(args.world) / 2; ++g) {  // every group
+        const int32_t ranks[2] = {2 * g, 2 * g + 1};
+        rh_Comm* group = nullptr;
+        rh::check(host_, host_->Comm_NewGroup(args.world, ranks, 2, &group));
+        if (group != nullptr) tp_group_ = group;
+      }
   }
   void wrap(const rh_WrapArgs& args) {
     model_ = args.model;
@@ -117,6 +140,18 @@ class OwnOptimizer {
       p.grad = static_cast<char*>(grad->dl_tensor.data);
       rh_OptimParam op{
           RH_OPTIM_PARAM_STRUCT_SIZE, {p.name.data(), p.name.size()}, value, grad, nullptr, 0, 0};
+      std::vector<int64_t> whole(p.view.shape, p.view.shape + p.view.ndim);
+      if (tp_from_ > 0) {  // elements [from, numel) as a flat shard
+        const int64_t numel = static_cast<int64_t>(p.bytes / 4);
+        for (DLManagedTensor* t : {value, grad}) {
+          t->dl_tensor.ndim = 1;
+          t->dl_tensor.shape[0] = numel - tp_from_;
+          t->dl_tensor.byte_offset += static_cast<uint64_t>(tp_from_) * 4;
+        }
+        op.full_shape = whole.data();
+        op.full_ndim = static_cast<int32_t>(whole.size());
+        op.full_offset = tp_from_;
+      }
       rh::check(host_, sink.add(sink.user_data, &op));
     }
   }
@@ -167,6 +202,13 @@ class OwnOptimizer {
   int32_t rank_ = 0;
   int32_t size_ = 1;
   std::vector<Param> params_;
+  int64_t tp_from_ = 0;
+  rh_Comm* tp_group_ = nullptr;
+  const rh_TensorParallelRule tp_rules_[3] = {
+      {RH_TENSOR_PARALLEL_RULE_STRUCT_SIZE, RH_TP_COLWISE, RH_STR("layers.*.feed_forward.w1")},
+      {RH_TENSOR_PARALLEL_RULE_STRUCT_SIZE, RH_TP_COLWISE, RH_STR("layers.*.feed_forward.w3")},
+      {RH_TENSOR_PARALLEL_RULE_STRUCT_SIZE, RH_TP_ROWWISE, RH_STR("layers.*.feed_forward.w2")},
+  };
 };
 
 const rh_Component kComponents[] = {

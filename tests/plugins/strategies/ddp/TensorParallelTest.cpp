@@ -57,24 +57,8 @@ std::string job(const std::string& strategy, int iters, int every, int accumulat
 // moves parameters by >1e-1 (ConformanceTest's broken plugin: 0.52).
 constexpr double kLikeDdp = 1e-5;
 
-void expect_within(const fs::path& a_file, const fs::path& b_file, double bound) {
-  const auto a = read_safetensors(a_file);
-  const auto b = read_safetensors(b_file);
-  ASSERT_EQ(a.size(), b.size()) << a_file << " vs " << b_file;
-  ASSERT_FALSE(a.empty());
-  for (const auto& [name, va] : a) {
-    ASSERT_EQ(b.count(name), 1u) << name;
-    const auto& vb = b.at(name);
-    ASSERT_EQ(va.size(), vb.size()) << name;
-    double worst = 0;
-    for (size_t i = 0; i < va.size(); ++i)
-      worst = std::max(worst, std::fabs(static_cast<double>(va[i]) - vb[i]));
-    EXPECT_LE(worst, bound) << name << " in " << b_file;
-  }
-}
-
 void expect_equal(const fs::path& a_file, const fs::path& b_file) {
-  expect_within(a_file, b_file, 0.0);
+  rh::test::expect_within(a_file, b_file, 0.0);
 }
 
 class TensorParallelTest : public ::testing::Test {
@@ -88,8 +72,8 @@ class TensorParallelTest : public ::testing::Test {
     return dir / run / ("iter_" + std::to_string(iter)) / (file + ".safetensors");
   }
   void expect_like(const std::string& a, const std::string& b, int iter, double bound) {
-    expect_within(ckpt(a, iter, "model"), ckpt(b, iter, "model"), bound);
-    expect_within(ckpt(a, iter, "optimizer"), ckpt(b, iter, "optimizer"), bound);
+    rh::test::expect_within(ckpt(a, iter, "model"), ckpt(b, iter, "model"), bound);
+    rh::test::expect_within(ckpt(a, iter, "optimizer"), ckpt(b, iter, "optimizer"), bound);
   }
   // A copy of `from`'s work_dir holding only its checkpoint `iter`, for a
   // run named `to` to resume.
