@@ -148,7 +148,8 @@ void RunCheckpoints::collect_model(SaveSet& set, model::Model& model,
     }
   };
   if (!set.shard_only.empty()) {
-    // Nothing gathered: rank 0 writes what is whole on every rank.
+    // The sharded parameters are in the optimizer files; rank 0 writes the
+    // others, whole (a split one gathered over replica 0's group).
     add_whole(model.named_parameters(), true);
   } else if (through_strategy()) {
     // A sharded model comes to rank 0 one unit at a time.
@@ -166,9 +167,11 @@ void RunCheckpoints::collect_model(SaveSet& set, model::Model& model,
 // is a shard of its logical tensor: the parameter's range for a state of
 // the parameter's size, the whole of anything else (a step).
 void RunCheckpoints::collect_optimizer(SaveSet& set, optim::OptimWrapper& optim) {
-  // Tensor parallel: replica 0's group makes the split parameters' states
-  // whole for rank 0 (as collect_model their values).
-  const bool gathers = tp_ != nullptr && world_.data_rank() == 0;
+  // Tensor parallel: without sharded_checkpoint, replica 0's group makes
+  // the split parameters' states whole for rank 0 (as collect_model their
+  // values); sharded, each rank's shards are recorded as ranges of the
+  // whole tensors (put_tp_shard).
+  const bool gathers = tp_ != nullptr && world_.data_rank() == 0 && !set.sharded;
   if (!set.sharded && !set.writer && !gathers) return;
   std::map<std::string, const optim::OptimParam*> params;
   for (const auto& p : optim.params()) params[p.name] = &p;
@@ -182,7 +185,8 @@ void RunCheckpoints::collect_optimizer(SaveSet& set, optim::OptimWrapper& optim)
       continue;
     }
     const int64_t dim = like_param && tp_ != nullptr ? tp_->split_dim(p->name) : -1;
-    const at::Tensor value = dim >= 0 ? tp_->whole(t.tensor, dim) : t.tensor;
+    const at::Tensor value =
+        dim >= 0 ? tp_->whole(t.tensor.reshape(full_shape(*p)), dim) : t.tensor;
     if (!set.sharded && !set.writer) continue;
     if (set.background)
       snapshot(set.optim, "optim." + t.name, t.name, value);

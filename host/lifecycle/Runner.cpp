@@ -530,7 +530,7 @@ struct Runner::State {
                             "the model has no trainable parameter (every parameter has "
                             "requires_grad false): nothing to train; use --mode val or test");
     set_layer_depths(job, *model, params);
-    if (tp) tp->check_optimizer_params(params);
+    if (tp) tp->check_optimizer_params(params, c.strategy->traits().sharded_checkpoint != 0);
     optim = std::make_unique<optim::OptimWrapper>(*job.find("optim_wrapper"), std::move(params));
   }
 

@@ -2,6 +2,7 @@
 #include "lifecycle/TensorParallelPlan.hpp"
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 
 #include <algorithm>
 #include <cmath>
@@ -51,6 +52,8 @@ model::TpStyle style_of(rh_TensorParallelStyle s, const std::string& strategy) {
       return model::TpStyle::Rowwise;
     case RH_TP_VOCAB:
       return model::TpStyle::Vocab;
+    case RH_TP_SEQUENCE:
+      return model::TpStyle::Sequence;
   }
   throw host::HostError(
       RH_ERROR_INVALID_ARGUMENT,
@@ -186,6 +189,8 @@ void TensorParallelPlan::apply(model::Model& model) {
     break;
   }
   splits_ = parallelize(model, plan_, job_, strategy_);
+  for (const model::NamedTensor& p : model.named_parameters())
+    if (is_split(p.name)) block_shapes_[p.name] = p.tensor.sizes().vec();
 }
 
 int64_t TensorParallelPlan::split_dim(const std::string& name) const {
@@ -253,7 +258,10 @@ at::Tensor TensorParallelPlan::rows_of_own(const at::Tensor& shard, const WholeR
   return all.transpose(0, 1).contiguous().view(-1);  // (rows, size, row)
 }
 
-void TensorParallelPlan::check_optimizer_params(std::vector<optim::OptimParam>& params) const {
+void TensorParallelPlan::check_optimizer_params(std::vector<optim::OptimParam>& params,
+                                                bool sharded_checkpoint) const {
+  // The split parameters' tensors that are shards, and their split dims.
+  std::vector<std::pair<const optim::OptimParam*, int64_t>> shards;
   for (optim::OptimParam& p : params) {
     const int64_t dim = split_dim(p.name);
     if (dim < 0) {
@@ -261,18 +269,40 @@ void TensorParallelPlan::check_optimizer_params(std::vector<optim::OptimParam>& 
       continue;
     }
     if (p.full_shape.empty()) continue;  // the whole block
-    if (!rows_aligned(p.full_shape, dim, p.full_offset, p.param.numel())) {
+    const std::vector<int64_t>& block = block_shapes_.at(p.name);
+    if (p.full_shape != block) {
       std::ostringstream msg;
-      msg << strategy_ << ": its optimizer tensor of '" << p.name << "' (elements " << p.full_offset
-          << ".." << p.full_offset + p.param.numel() << " of the block "
-          << at::IntArrayRef(p.full_shape)
-          << ") is not whole rows of the tensor-parallel block, which the plan splits along "
-             "dim "
-          << dim
-          << ": a checkpoint could not place it in the whole tensor (shard split parameters "
-             "by dim-0 rows, as fsdp does)";
-      throw host::HostError(RH_ERROR_UNIMPLEMENTED, msg.str());
+      msg << strategy_ << ": its optimizer tensor of '" << p.name << "' is a shard of "
+          << at::IntArrayRef(p.full_shape) << ", not of this rank's tensor-parallel block "
+          << at::IntArrayRef(block)
+          << " (full_shape is the shape of the parameter Wrap sees, the block)";
+      throw host::HostError(RH_ERROR_INVALID_ARGUMENT, msg.str());
     }
+    shards.emplace_back(&p, dim);
+  }
+  auto range = [](const optim::OptimParam& p) {
+    return std::to_string(p.full_offset) + ".." + std::to_string(p.full_offset + p.param.numel());
+  };
+  for (const auto& [p, dim] : shards) {
+    if (rows_aligned(p->full_shape, dim, p->full_offset, p->param.numel())) continue;
+    std::ostringstream msg;
+    msg << strategy_ << ": its optimizer tensor of '" << p->name << "' (elements " << range(*p)
+        << " of the block " << at::IntArrayRef(p->full_shape)
+        << ") is not whole rows of the tensor-parallel block, which the plan splits along dim "
+        << dim
+        << ": a checkpoint could not place it in the whole tensor (shard split parameters by "
+           "dim-0 rows, as fsdp does)";
+    throw host::HostError(RH_ERROR_UNIMPLEMENTED, msg.str());
+  }
+  if (sharded_checkpoint) return;
+  for (const auto& [p, dim] : shards) {
+    if (p->full_offset == 0 && p->param.numel() == c10::multiply_integers(p->full_shape)) continue;
+    std::ostringstream msg;
+    msg << strategy_ << ": its optimizer tensor of '" << p->name << "' holds elements " << range(*p)
+        << " of the block " << at::IntArrayRef(p->full_shape)
+        << " without the sharded_checkpoint trait (rank 0 saves the optimizer, so a split "
+           "parameter's tensor must be its whole block)";
+    throw host::HostError(RH_ERROR_UNIMPLEMENTED, msg.str());
   }
 }
 

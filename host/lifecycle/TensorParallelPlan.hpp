@@ -6,6 +6,7 @@
 
 #include <c10/core/Device.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,9 +94,12 @@ class TensorParallelPlan {
   // group's rank 0 counts those (OptimParam::norm_counted), and
   // reduce_norm sums the parts over the group (max for norm_type inf). A
   // strategy's shard of a block a checkpoint cannot place in the whole
-  // tensor (not whole rows of a dim > 0 split: whole_range) is refused
+  // tensor (not whole rows of a dim > 0 split: whole_range), a full_shape
+  // other than the block's, and without `sharded_checkpoint` (rank 0 saves
+  // the optimizer whole) anything but the whole block, are refused
   // (HostError naming the strategy and the parameter).
-  void check_optimizer_params(std::vector<optim::OptimParam>& params) const;
+  void check_optimizer_params(std::vector<optim::OptimParam>& params,
+                              bool sharded_checkpoint) const;
   double reduce_norm(double norm_type, double local) const;
 
  private:
@@ -105,7 +109,8 @@ class TensorParallelPlan {
   const config::Node& job_;
   std::string strategy_;  // "strategy 'ddp' (plugin ...)"
   std::vector<model::TpSplit> splits_;
-  c10::Device device_{c10::kCPU};  // the model's
+  std::map<std::string, std::vector<int64_t>> block_shapes_;  // of the split parameters
+  c10::Device device_{c10::kCPU};                             // the model's
 };
 
 }  // namespace rh::lifecycle

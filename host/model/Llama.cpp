@@ -59,10 +59,13 @@ at::ScalarType compute_dtype(const at::Tensor& x) {
 struct RmsNorm {
   at::Tensor weight;  // (D)
   double eps = 1e-5;
+  // Sequence parallel: each rank normalises its positions, so the weight's
+  // gradient is its positions' part, summed over the group in backward (f).
+  TpGroup* sequence = nullptr;
   at::Tensor forward(const at::Tensor& x) const {
     const at::Tensor xf = x.to(compute_dtype(x));
     const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-    return normed.to(x.scalar_type()) * weight;
+    return normed.to(x.scalar_type()) * (sequence != nullptr ? tp_copy(weight, *sequence) : weight);
   }
 };
 
@@ -172,11 +175,11 @@ class LlamaLayer {
   // computes n_heads / n query heads and n_kv_heads / n key/value heads) and
   // SwiGLU by hidden features (w1, w3 colwise, w2 rowwise), each or neither:
   // the only splits that need no collective inside the block.
-  void parallelize(const TensorParallel& tp, const std::string& name, std::vector<TpSplit>& out) {
+  // `sequence`: the norms are sequence parallel (both blocks split).
+  void parallelize(const TensorParallel& tp, const std::string& name, bool sequence,
+                   std::vector<TpSplit>& out) {
     TpGroup& g = *tp.group;
     const std::string a = name + ".attention.", f = name + ".feed_forward.";
-    require_style(tp, name + ".attention_norm", {TpStyle::Replicate}, "norms are replicated");
-    require_style(tp, name + ".ffn_norm", {TpStyle::Replicate}, "norms are replicated");
     const std::vector<NamedLinear> qkv = {{&wq_, "wq"}, {&wk_, "wk"}, {&wv_, "wv"}};
     if (planned_split(tp, a, qkv, {&wo_, "wo"},
                       "llama splits attention by heads: wq, wk, wv colwise and wo rowwise")) {
@@ -192,17 +195,34 @@ class LlamaLayer {
       keep_blocks(g, f, gate_up, {&w2_, "w2"}, out);
       ffn_group_ = &g;
     }
+    if (!sequence) return;
+    if (attention_group_ == nullptr || ffn_group_ == nullptr)
+      throw std::invalid_argument(
+          name + (attention_group_ == nullptr ? ".attention" : ".feed_forward") +
+          " is replicated; sequence-parallel norms need every block split (the activations "
+          "between them are sharded along the sequence)");
+    attention_norm_.sequence = ffn_norm_.sequence = sequence_group_ = &g;
   }
 
  private:
+  // Into a colwise block: f, or the positions gathered (sequence parallel).
+  at::Tensor enter(const at::Tensor& x, TpGroup* group) const {
+    if (group == nullptr) return x;
+    return sequence_group_ != nullptr ? tp_sequence_gather(x, *group) : tp_copy(x, *group);
+  }
+  // Out of a rowwise block: g, or reduce-scattered along the sequence.
+  at::Tensor leave(const at::Tensor& x, TpGroup* group) const {
+    if (group == nullptr) return x;
+    return sequence_group_ != nullptr ? tp_sequence_scatter(x, *group) : tp_reduce(x, *group);
+  }
+
   at::Tensor feed_forward(at::Tensor n) const {
-    if (ffn_group_ != nullptr) n = tp_copy(n, *ffn_group_);
-    const at::Tensor out = w2_.forward(at::silu(w1_.forward(n)) * w3_.forward(n));
-    return ffn_group_ != nullptr ? tp_reduce(out, *ffn_group_) : out;
+    n = enter(n, ffn_group_);
+    return leave(w2_.forward(at::silu(w1_.forward(n)) * w3_.forward(n)), ffn_group_);
   }
 
   at::Tensor attention(at::Tensor x, const Rotary& r) const {
-    if (attention_group_ != nullptr) x = tp_copy(x, *attention_group_);
+    x = enter(x, attention_group_);
     const int64_t B = x.size(0), T = x.size(1), H = heads_, KV = kv_heads_;
     const int64_t hd = c_.head_dim(), rep = H / KV;
     const at::Tensor q = rotate(wq_.forward(x).view({B, T, H, hd}), r);
@@ -215,14 +235,14 @@ class LlamaLayer {
     const at::Tensor out = self_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                           /*causal=*/true, 0.0,
                                           /*training=*/false, kernel_);  // (B, H, T, hd)
-    const at::Tensor o = wo_.forward(out.transpose(1, 2).reshape({B, T, H * hd}));
-    return attention_group_ != nullptr ? tp_reduce(o, *attention_group_) : o;
+    return leave(wo_.forward(out.transpose(1, 2).reshape({B, T, H * hd})), attention_group_);
   }
 
   LlamaConfig c_;
   int64_t heads_ = c_.n_heads, kv_heads_ = c_.n_kv_heads;  // this rank's
   TpGroup* attention_group_ = nullptr;                     // set: split by heads
   TpGroup* ffn_group_ = nullptr;                           // set: split by hidden features
+  TpGroup* sequence_group_ = nullptr;                      // set: sequence-parallel norms
   AttentionKernel kernel_ = default_attention_kernel();
   RmsNorm attention_norm_, ffn_norm_;
   Linear wq_, wk_, wv_, wo_, w1_, w2_, w3_;
@@ -279,7 +299,9 @@ class Llama final : public BuiltinModel {
 
   // torchtitan's plan runs as written: tok_embeddings and output split by
   // vocabulary (output's colwise is its vocabulary), the layers by heads and
-  // hidden features; norms replicated (no sequence parallel).
+  // hidden features; norms replicated, or sequence parallel (every norm:
+  // the residual stream sharded along the sequence from the embedding's
+  // reduce-scatter to the output's all-gather).
   std::vector<TpSplit> parallelize(const TensorParallel& tp) override {
     std::vector<std::string> modules;
     for (const NamedTensor& p : named_parameters())
@@ -287,6 +309,27 @@ class Llama final : public BuiltinModel {
     tp.check_rules_match(modules);
     std::vector<TpSplit> out;
     TpGroup& g = *tp.group;
+    const bool sequence = tp.style_of("norm") == TpStyle::Sequence;
+    const std::string norms_why =
+        "llama's norms are all replicated or all sequence parallel (the residual stream between "
+        "them is sharded along the sequence or whole)";
+    for (const std::string& m : modules)
+      if (m == "norm" || (m.size() > 5 && m.compare(m.size() - 5, 5, "_norm") == 0))
+        require_style(tp, m, {sequence ? TpStyle::Sequence : TpStyle::Replicate}, norms_why);
+    if (sequence) {
+      require_style(tp, "tok_embeddings", {TpStyle::Vocab},
+                    "sequence-parallel norms need the embedding split by vocabulary (its sum "
+                    "reduce-scattered along the sequence)");
+      require_style(tp, "output", {TpStyle::Vocab, TpStyle::Colwise},
+                    "sequence-parallel norms need the output split by vocabulary (its input "
+                    "gathered along the sequence)");
+      if (config_.max_seq_len % g.size() != 0)
+        throw std::invalid_argument("model.max_seq_len " + std::to_string(config_.max_seq_len) +
+                                    " is not divisible by tensor_parallel size " +
+                                    std::to_string(g.size()) +
+                                    " (sequence parallel: each rank holds an equal share of "
+                                    "the positions)");
+    }
     require_style(tp, "tok_embeddings", {TpStyle::Replicate, TpStyle::Vocab},
                   "an embedding is replicated or split by vocabulary");
     if (tp.style_of("tok_embeddings") == TpStyle::Vocab) {
@@ -296,8 +339,8 @@ class Llama final : public BuiltinModel {
       embed_group_ = &g;
     }
     for (size_t i = 0; i < layers_.size(); ++i)
-      layers_[i].parallelize(tp, "layers." + std::to_string(i), out);
-    require_style(tp, "norm", {TpStyle::Replicate}, "norms are replicated");
+      layers_[i].parallelize(tp, "layers." + std::to_string(i), sequence, out);
+    if (sequence) norm_.sequence = sequence_group_ = &g;
     require_style(tp, "output", {TpStyle::Replicate, TpStyle::Vocab, TpStyle::Colwise},
                   "the output layer is replicated or split by vocabulary (colwise)");
     if (tp.style_of("output") != TpStyle::Replicate) {
@@ -317,14 +360,18 @@ class Llama final : public BuiltinModel {
     const int64_t rows = tok_embeddings_.weight.size(0);
     const at::Tensor local = ids - embed_group_->rank() * rows;
     const at::Tensor outside = (local < 0).logical_or(local >= rows);
-    const at::Tensor e = tok_embeddings_.forward(local.masked_fill(outside, 0));
-    return tp_reduce(e.masked_fill(outside.unsqueeze(-1), 0), *embed_group_);
+    const at::Tensor e = tok_embeddings_.forward(local.masked_fill(outside, 0))
+                             .masked_fill(outside.unsqueeze(-1), 0);
+    return sequence_group_ != nullptr ? tp_sequence_scatter(e, *embed_group_)
+                                      : tp_reduce(e, *embed_group_);
   }
 
   // Split by vocabulary: this rank's logits, gathered.
   at::Tensor logits(const at::Tensor& h) const {
     if (output_group_ == nullptr) return output_.forward(h);
-    return tp_gather_last(output_.forward(tp_copy(h, *output_group_)), *output_group_);
+    const at::Tensor in = sequence_group_ != nullptr ? tp_sequence_gather(h, *output_group_)
+                                                     : tp_copy(h, *output_group_);
+    return tp_gather_last(output_.forward(in), *output_group_);
   }
 
   LlamaConfig config_;
@@ -332,8 +379,9 @@ class Llama final : public BuiltinModel {
   std::vector<LlamaLayer> layers_;
   RmsNorm norm_;
   Linear output_;
-  TpGroup* embed_group_ = nullptr;   // set: tok_embeddings split by vocabulary
-  TpGroup* output_group_ = nullptr;  // set: output split by vocabulary
+  TpGroup* embed_group_ = nullptr;     // set: tok_embeddings split by vocabulary
+  TpGroup* output_group_ = nullptr;    // set: output split by vocabulary
+  TpGroup* sequence_group_ = nullptr;  // set: sequence-parallel norms
 };
 
 }  // namespace

@@ -67,6 +67,42 @@ struct GatherLast : torch::autograd::Function<GatherLast> {
   }
 };
 
+// (n, B, T, ...) -> (B, n T, ...): the ranks' positions in rank order.
+at::Tensor along_sequence(const at::Tensor& all) { return all.movedim(0, 1).flatten(1, 2); }
+
+// This rank's positions of x (B, T, ...).
+at::Tensor own_positions(const at::Tensor& x, const TpGroup& group) {
+  const int64_t chunk = x.size(1) / group.size();
+  return x.narrow(1, group.rank() * chunk, chunk).contiguous();
+}
+
+struct SequenceGather : torch::autograd::Function<SequenceGather> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, TpGroup* group) {
+    save_group(ctx, *group);
+    return along_sequence(group->all_gather(x.contiguous()));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TpGroup& group = group_of(ctx);
+    return {own_positions(summed(grads[0], group), group), at::Tensor()};
+  }
+};
+
+struct SequenceScatter : torch::autograd::Function<SequenceScatter> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, TpGroup* group) {
+    save_group(ctx, *group);
+    if (x.size(1) % group->size() != 0)
+      throw std::invalid_argument("sequence parallel: " + std::to_string(x.size(1)) +
+                                  " positions, which tensor_parallel size " +
+                                  std::to_string(group->size()) +
+                                  " does not divide (feed sequences of a multiple of it)");
+    return own_positions(summed(x, *group), *group);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TpGroup& group = group_of(ctx);
+    return {along_sequence(group.all_gather(grads[0].contiguous())), at::Tensor()};
+  }
+};
+
 }  // namespace
 
 const char* tp_style_name(TpStyle style) {
@@ -79,6 +115,8 @@ const char* tp_style_name(TpStyle style) {
       return "rowwise";
     case TpStyle::Vocab:
       return "vocab";
+    case TpStyle::Sequence:
+      return "sequence";
   }
   return "?";
 }
@@ -109,6 +147,12 @@ at::Tensor tp_reduce(const at::Tensor& x, TpGroup& group) {
 }
 at::Tensor tp_gather_last(const at::Tensor& x, TpGroup& group) {
   return GatherLast::apply(x, &group);
+}
+at::Tensor tp_sequence_gather(const at::Tensor& x, TpGroup& group) {
+  return SequenceGather::apply(x, &group);
+}
+at::Tensor tp_sequence_scatter(const at::Tensor& x, TpGroup& group) {
+  return SequenceScatter::apply(x, &group);
 }
 
 void keep_block(at::Tensor& weight, int64_t dim, const TpGroup& group, const std::string& name) {

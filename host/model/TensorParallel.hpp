@@ -18,7 +18,7 @@
 
 namespace rh::model {
 
-enum class TpStyle { Replicate, Colwise, Rowwise, Vocab };
+enum class TpStyle { Replicate, Colwise, Rowwise, Vocab, Sequence };
 const char* tp_style_name(TpStyle style);  // "replicate", "colwise", ...
 
 struct TpRule {
@@ -66,6 +66,15 @@ at::Tensor tp_reduce(const at::Tensor& x, TpGroup& group);
 // Every rank's x concatenated on the last dimension, in rank order; in
 // backward each rank keeps its own block of the gradient.
 at::Tensor tp_gather_last(const at::Tensor& x, TpGroup& group);
+// Sequence parallel, x (B, T, ...) with T along dim 1. Gather: every rank's
+// positions concatenated in rank order (B, n T, ...); in backward the
+// gradient summed over the group, this rank keeping its positions (a
+// reduce-scatter: the colwise block after it computed a part of it on each
+// rank). Scatter: the sum over the group, this rank keeping its positions
+// [rank T / n, (rank + 1) T / n) (a reduce-scatter); in backward the
+// gradient all-gathered.
+at::Tensor tp_sequence_gather(const at::Tensor& x, TpGroup& group);
+at::Tensor tp_sequence_scatter(const at::Tensor& x, TpGroup& group);
 
 // `weight` keeps block group.rank() of group.size() along `dim` (a copy:
 // the whole one is freed); refuses a size that does not divide it.

@@ -2,8 +2,9 @@
 """The ABI changelog (sdk/include/rh/rh_abi.h) and the headers, held to each
 other (the rule is written above the CHANGELOG):
 
-  - every member the changelog says version 1.N appended is declared in its
-    struct with "ABI 1.N." first in its comment (above it or on its line), or
+  - every member (or enum value) the changelog says version 1.N appended is
+    declared in its struct with "ABI 1.N." first in its comment (above it or
+    on its line), or
     sits in a "---- ... (ABI 1.N) ----" section of that struct;
   - every struct it says 1.N introduced has "(ABI 1.N" in the comment above
     its typedef;
@@ -71,6 +72,7 @@ def declarations(path):
     (member None) with the version in the comment above its typedef."""
     lines = open(path).read().splitlines()
     struct, section, comment, last_comment = None, None, [], ""
+    is_enum = False
     in_comment = False
     for line in lines:
         s = line.strip()
@@ -92,9 +94,10 @@ def declarations(path):
             else:
                 last_comment = s
             continue
-        m = re.match(r"typedef (?:struct|enum) (rh_\w+) \{", s)
+        m = re.match(r"typedef (struct|enum) (rh_\w+) \{", s)
         if m:
-            struct, section = m.group(1), None
+            struct, section = m.group(2), None
+            is_enum = m.group(1) == "enum"
             found = re.search(r"\(ABI (1\.\d+)", last_comment)
             yield struct, None, found.group(1) if found else None
             last_comment = ""
@@ -106,7 +109,10 @@ def declarations(path):
             continue
         name = None
         m = re.search(r"\(\*(\w+)\)\s*\(", s)
-        if m:
+        e = re.match(r"(RH_\w+)\s*=\s*[^,/]+,?", s) if is_enum else None
+        if e:
+            name = e.group(1)  # an enum's value
+        elif m:
             name = m.group(1)
         else:
             m = re.match(r"[\w\s\*]+?\b(\w+)(\[\w*\])?;", s)

@@ -9,12 +9,14 @@
 //     size: 2                          # ranks per tensor-parallel group; 1 (default): none
 //     plan:                            # module pattern: style, first match wins; absent:
 //       "layers.*.attention.wq": colwise   # torchtitan's Llama plan (kLlamaPlan)
+//     sequence_parallel: false         # true: the norms too ("*norm": sequence, first)
 //
 // Header-only; plugins only (the SDK's C++ helpers).
 #pragma once
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -55,13 +57,17 @@ class TensorParallelMesh {
     if (!tp.present()) return;
     size_ = static_cast<int32_t>(tp.get<int64_t>("size", 1));
     if (size_ < 1) tp.child("size").throw_error("must be >= 1, got " + std::to_string(size_));
+    // torchtitan's SequenceParallel for every norm (llama's attention_norm,
+    // ffn_norm and norm), ahead of the plan's rules.
+    if (tp.get<bool>("sequence_parallel", false)) add("*norm", RH_TP_SEQUENCE);
     const rh::Config plan = tp.child("plan");
     if (!plan.present()) {
       for (const auto& [pattern, style] : llama_plan()) add(pattern, style);
       return;
     }
     if (plan.kind() != RH_CONFIG_MAP)
-      plan.throw_error("must be a map of module pattern: colwise | rowwise | vocab | replicate");
+      plan.throw_error(
+          "must be a map of module pattern: colwise | rowwise | vocab | sequence | replicate");
     for (size_t i = 0; i < plan.size(); ++i) {
       const std::string name = plan.at(i).as<std::string>();
       rh_TensorParallelStyle style;
@@ -73,8 +79,11 @@ class TensorParallelMesh {
         style = RH_TP_VOCAB;
       else if (name == "replicate")
         style = RH_TP_REPLICATE;
+      else if (name == "sequence")
+        style = RH_TP_SEQUENCE;
       else
-        plan.at(i).throw_error("'" + name + "' is no style: colwise, rowwise, vocab or replicate");
+        plan.at(i).throw_error("'" + name +
+                               "' is no style: colwise, rowwise, vocab, sequence or replicate");
       add(plan.key_at(i), style);
     }
   }
@@ -134,7 +143,7 @@ class TensorParallelMesh {
     blocks.assign(args.params, args.params + args.num_params);
     for (rh_ParamSize& p : blocks) {
       const rh_TensorParallelStyle style = style_of_param(std::string(p.name.data, p.name.size));
-      if (style == RH_TP_REPLICATE) continue;
+      if (style == RH_TP_REPLICATE || style == RH_TP_SEQUENCE) continue;  // whole
       p.numel /= n;
       if (style != RH_TP_ROWWISE) p.rows /= n;  // colwise and vocab split the rows
     }
@@ -142,8 +151,9 @@ class TensorParallelMesh {
     replica.params = blocks.data();
     replica.world_size = args.world_size / n;
     replica.rank = args.rank / n;
-    if (RH_STRUCT_HAS(&args, rh_MemoryEstimateArgs, local_world_size) && args.local_world_size >= n)
-      replica.local_world_size = args.local_world_size / n;
+    // As fsdp's SetupEnv: a replica's ranks on a node (at least 1).
+    if (RH_STRUCT_HAS(&args, rh_MemoryEstimateArgs, local_world_size))
+      replica.local_world_size = std::max<int32_t>(1, args.local_world_size / n);
     return replica;
   }
 

@@ -85,6 +85,8 @@
  *        over tensor-parallel groups; the host's models run the plan);
  *        rh_TensorParallelStyle: the enum; rh_TensorParallelRule: the
  *        struct; rh_TensorParallelPlanArgs: the struct.
+ *   1.12 rh_TensorParallelStyle: RH_TP_SEQUENCE (sequence parallelism for
+ *        the norms; a 1.11 host refuses the value by name).
  */
 #ifndef RH_ABI_H_
 #define RH_ABI_H_
@@ -97,7 +99,7 @@ extern "C" {
 #endif
 
 #define RH_ABI_VERSION_MAJOR 1
-#define RH_ABI_VERSION_MINOR 11
+#define RH_ABI_VERSION_MINOR 12
 
 /* Size of `type` up to and including `last_field`: the struct_size constant
  * of each public struct is derived from its last field, so appending a field

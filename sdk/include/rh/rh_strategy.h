@@ -364,7 +364,16 @@ typedef enum rh_TensorParallelStyle {
    * holds, zeros for the others, the lookups summed over the group) or an
    * output layer's rows (each rank computes its vocabulary's logits, which
    * are all-gathered; in backward each rank keeps its part of the gradient). */
-  RH_TP_VOCAB = 3
+  RH_TP_VOCAB = 3,
+  /* ABI 1.12. A norm, with sequence parallelism (Megatron-LM's, torchtitan's
+   * SequenceParallel): its weight whole on every rank, its input and output
+   * sharded along the sequence (rank t: positions [t T/n, (t+1) T/n)), its
+   * weight's gradient summed over the group. The activations between the
+   * split blocks stay sharded so: before a colwise block they are
+   * all-gathered along the sequence (the gradient reduce-scattered in
+   * backward), after a rowwise one reduce-scattered (all-gathered in
+   * backward) instead of all-reduced. */
+  RH_TP_SEQUENCE = 4
 } rh_TensorParallelStyle;
 
 /* One rule of a plan (ABI 1.11). */
@@ -407,7 +416,8 @@ typedef struct rh_TensorParallelPlanArgs {
   const rh_TensorParallelRule* rules;
   size_t num_rules;
 } rh_TensorParallelPlanArgs;
-#define RH_TENSOR_PARALLEL_PLAN_ARGS_STRUCT_SIZE RH_STRUCT_SIZE(rh_TensorParallelPlanArgs, num_rules)
+#define RH_TENSOR_PARALLEL_PLAN_ARGS_STRUCT_SIZE \
+  RH_STRUCT_SIZE(rh_TensorParallelPlanArgs, num_rules)
 
 typedef struct rh_StrategyVtable {
   size_t struct_size;

@@ -29,10 +29,11 @@
 //
 // tensor_parallel_from: N > 0 declares a tensor-parallel plan (ABI 1.11;
 // groups of 2 consecutive ranks, llama's feed-forward split: w1, w3
-// colwise, w2 rowwise) and hands each parameter's elements from N on as
-// its shard (full_offset N): a shard of a rowwise block that is not whole
-// rows of it, which a checkpoint cannot place in the whole tensor; the
-// host must refuse it before training.
+// colwise, w2 rowwise) and hands each parameter of more than N elements
+// as its elements from N on (full_offset N): a shard of a rowwise block
+// that is not whole rows of it, which a checkpoint cannot place in the
+// whole tensor (N = 1), or, of whole rows, without sharded_checkpoint
+// (N = 96); the host must refuse both before training.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -141,8 +142,8 @@ class OwnOptimizer {
       rh_OptimParam op{
           RH_OPTIM_PARAM_STRUCT_SIZE, {p.name.data(), p.name.size()}, value, grad, nullptr, 0, 0};
       std::vector<int64_t> whole(p.view.shape, p.view.shape + p.view.ndim);
-      if (tp_from_ > 0) {  // elements [from, numel) as a flat shard
-        const int64_t numel = static_cast<int64_t>(p.bytes / 4);
+      const auto numel = static_cast<int64_t>(p.bytes / 4);
+      if (tp_from_ > 0 && numel > tp_from_) {  // elements [from, numel) as a flat shard
         for (DLManagedTensor* t : {value, grad}) {
           t->dl_tensor.ndim = 1;
           t->dl_tensor.shape[0] = numel - tp_from_;

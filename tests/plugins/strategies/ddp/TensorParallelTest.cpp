@@ -98,6 +98,14 @@ TEST_F(TensorParallelTest, TwoRanksEqualDdpOnOneRankAndKeepHalfOfEachSplitLayer)
   EXPECT_THAT(tp.output, HasSubstr("tensor parallel: 1 groups of 2 consecutive ranks, data over "
                                    "1 replicas"));
   expect_like("ddp", "tp", 30, kLikeDdp);
+  // Sequence parallel (the norms on each rank's half of the positions, the
+  // residual stream sharded along the sequence between the blocks): ddp
+  // too, within the same bar (the norm weights' gradients are summed from
+  // the ranks' halves).
+  auto sp = run(
+      "sp", job("{type: ddp, tensor_parallel: {size: 2, sequence_parallel: true}}", 30, 30, 2), 2);
+  ASSERT_EQ(sp.exit_code, 0) << sp.output;
+  expect_like("ddp", "sp", 30, kLikeDdp);
   // What rank 0 keeps, in float32 elements: dim 32, 3 layers of wq 32x32,
   // wk and wv 16x32 (2 kv heads of 8), wo 32x32, w1 w3 96x32 and w2 32x96
   // (hidden 96), two norms of 32; tok_embeddings and output 96x32; norm 32.
@@ -192,7 +200,7 @@ TEST_F(TensorParallelTest, PlansTheModelCannotRunAreRefusedNamingWhy) {
       {"no_module", job(plan("'layers.*.attn.wq': colwise"), 2, 2), 2,
        "tensor-parallel rule 'layers.*.attn.wq' (colwise) matches no module of the model"},
       {"style", job(plan("'layers.*.attention.wq': colwize"), 2, 2), 2,
-       "'colwize' is no style: colwise, rowwise, vocab or replicate"},
+       "'colwize' is no style: colwise, rowwise, vocab, sequence or replicate"},
       {"heads", job("{type: ddp, tensor_parallel: {size: 3}}", 2, 2), 3,
        "model.n_heads 4 is not divisible by tensor_parallel size 3"},
       {"size", job(kTp2, 2, 2), 3,
@@ -200,6 +208,16 @@ TEST_F(TensorParallelTest, PlansTheModelCannotRunAreRefusedNamingWhy) {
        "divide the job's 3 rank(s)"},
       {"seed", job(kTp2, 2, 2, 1, "diff_rank_seed: true\n"), 2,
        "the ranks of a tensor-parallel group compute one model and must draw the same numbers"},
+      {"sp_some_norms", job(plan("'layers.*.attention_norm': sequence"), 2, 2), 2,
+       "layers.0.attention_norm is sequence; llama's norms are all replicated or all sequence "
+       "parallel"},
+      {"sp_replicated_ffn",
+       job("{type: ddp, tensor_parallel: {size: 2, sequence_parallel: true, plan: {"
+           "'layers.*.attention.wq': colwise, 'layers.*.attention.wk': colwise, "
+           "'layers.*.attention.wv': colwise, 'layers.*.attention.wo': rowwise, "
+           "tok_embeddings: vocab, output: vocab}}}",
+           2, 2),
+       2, "layers.0.feed_forward is replicated; sequence-parallel norms need every block split"},
   };
   for (const Case& c : cases) {
     auto r = run(c.name, c.yaml, c.ranks);

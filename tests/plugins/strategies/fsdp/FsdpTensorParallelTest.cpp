@@ -98,6 +98,11 @@ TEST_F(FsdpTensorParallelTest, TwoByTwoEqualsDdpAndItsCheckpointIsAnyOthers) {
   // Every rank wrote its shards; the whole tensors are in the model file.
   for (int r = 0; r < 4; ++r)
     EXPECT_TRUE(fs::exists(ckpt("mesh", 30, "optimizer.rank" + std::to_string(r))));
+  // With sequence parallel: ddp too (TensorParallelTest says why the bar).
+  auto sp = run(
+      "sp", job("{type: fsdp, tensor_parallel: {size: 2, sequence_parallel: true}}", 30, 30), 4);
+  ASSERT_EQ(sp.exit_code, 0) << sp.output;
+  rh::test::expect_within(ckpt("ddp", 30, "model"), ckpt("sp", 30, "model"), kLikeDdp);
   const auto weights = read_safetensors(ckpt("mesh", 30, "model"));
   EXPECT_EQ(weights.at("layers.2.feed_forward.w2.weight").size(), 32u * 96u);
   EXPECT_EQ(weights.at("output.weight").size(), 96u * 32u);
@@ -179,19 +184,31 @@ TEST_F(FsdpTensorParallelTest, HybridShardBesideTensorParallelIsRefused) {
 // elements 1.. of each parameter): a checkpoint could not place it in the
 // whole tensor, so the host refuses it when the optimizer is built, naming
 // the strategy and the parameter, before a step is taken.
+// Whole rows (elements 96.. : 2 rows of w2's block, 3 of w1's) but without
+// the sharded_checkpoint trait: rank 0 saves the optimizer, which it can
+// only do from whole blocks: refused too.
 TEST_F(FsdpTensorParallelTest, AShardOfARowwiseBlockThatIsNotWholeRowsIsRefused) {
-  const std::string strategy =
-      "{type: own_optimizer, tensor_parallel_from: 1, plugin: " +
-      (fs::path(RH_TEST_PLUGIN_DIR) / "librh_test_own_optimizer.so").string() + "}";
-  std::string yaml = job(strategy, 2, 2);
-  const std::string clip = "  clip_grad: {max_norm: 0.5}\n";
-  yaml.replace(yaml.find(clip), clip.size(), "");  // own_optimizer has no ReduceGradNorm
-  auto r = run("rows", yaml, 2);
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("its optimizer tensor of 'layers.0.feed_forward.w2.weight' "
-                                  "(elements 1..1536 of the block [32, 48]) is not whole rows of "
-                                  "the tensor-parallel block, which the plan splits along dim 1"));
-  EXPECT_FALSE(fs::exists(dir / "rows" / "metrics.jsonl")) << "it trained";
+  for (const auto& [from, says] : std::vector<std::pair<int, std::string>>{
+           {1,
+            "its optimizer tensor of 'layers.0.feed_forward.w2.weight' (elements 1..1536 of the "
+            "block [32, 48]) is not whole rows of the tensor-parallel block, which the plan "
+            "splits along dim 1"},
+           {96,
+            "its optimizer tensor of 'layers.0.feed_forward.w1.weight' holds elements 96..1536 "
+            "of the block [48, 32] without the sharded_checkpoint trait"}}) {
+    const std::string strategy =
+        "{type: own_optimizer, tensor_parallel_from: " + std::to_string(from) +
+        ", plugin: " + (fs::path(RH_TEST_PLUGIN_DIR) / "librh_test_own_optimizer.so").string() +
+        "}";
+    std::string yaml = job(strategy, 2, 2);
+    const std::string clip = "  clip_grad: {max_norm: 0.5}\n";
+    yaml.replace(yaml.find(clip), clip.size(), "");  // own_optimizer has no ReduceGradNorm
+    const std::string name = "from" + std::to_string(from);
+    auto r = run(name, yaml, 2);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(says));
+    EXPECT_FALSE(fs::exists(dir / name / "metrics.jsonl")) << "it trained";
+  }
 }
 
 }  // namespace
