@@ -104,6 +104,18 @@ TEST_F(ConformanceTest, DdpWithATensorParallelPlanPassesTensorParallel) {
   EXPECT_THAT(r.run.output, HasSubstr("4 ranks (tensor parallel 2, ddp on 2)"));
 }
 
+// fsdp on the mesh's data-parallel group (2-D on 4 ranks), with sequence
+// parallelism: the same check, the same bars.
+TEST_F(ConformanceTest, FsdpWithASequenceParallelPlanPassesTensorParallel) {
+  const fs::path keys =
+      dir.write("fsdp_tp.yaml", "tensor_parallel: {size: 2, sequence_parallel: true}\n");
+  const Report r = conformance("--strategy " + plugin("librh_strategy_fsdp.so") + " --config " +
+                               quote(keys.string()) + " --only tensor_parallel");
+  EXPECT_EQ(r.run.exit_code, 0) << r.run.output;
+  EXPECT_EQ(r.outcome("tensor_parallel"), "PASS") << r.run.output;
+  EXPECT_THAT(r.run.output, HasSubstr("4 ranks (tensor parallel 2, ddp on 2)"));
+}
+
 TEST_F(ConformanceTest, ZeroStageTwoPassesWithItsKeysFromConfig) {
   const fs::path keys = dir.write("zero2.yaml", "zero_optimization: {stage: 2}\n");
   const Report r =
