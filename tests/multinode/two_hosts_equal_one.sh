@@ -21,6 +21,14 @@ write_job "$tmp/job.yaml" "train_cfg: {by_epoch: false, max_iters: 12}
 hooks: [{type: checkpoint, by_epoch: false, interval: 12}]
 strategy: $strategy
 dist: {timeout_s: 30}" "{type: SGD, lr: 0.05, momentum: 0.9}"
+if [[ "$strategy" == *tensor_parallel* ]]; then
+  # A plan needs a model with splits: the small llama of the tests, on
+  # characters (its tensor-parallel groups are consecutive ranks, so each
+  # lies inside a host; the data-parallel ones cross them).
+  sed -i "s|^model: .*|model: {type: llama, vocab_size: 96, dim: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, multiple_of: 16, max_seq_len: 16}|;
+          s|^  train: .*|  train: {dataset: {type: char_lm, path: $here/../fixtures/files/verses.txt, block_size: 16, split: train},|" \
+    "$tmp/job.yaml"
+fi
 
 "$sim" up "$set_name" 2
 master=$("$sim" addr "$set_name" 0)
@@ -51,9 +59,15 @@ fi
 # shared memory.
 grep -q "communicator: all_reduce, reduce_scatter and all_gather over TCP" "$tmp/host0.log" ||
   fail "the log does not say the world's collectives cross hosts over TCP" "$tmp/host0.log"
-if [[ "$strategy" == *hybrid_shard* ]]; then
+if [[ "$strategy" == *hybrid_shard* || "$strategy" == *tensor_parallel* ]]; then
   grep -q "communicator on group \[0, 1\]: .* through shared memory (2 ranks on this host)" "$tmp/host0.log" ||
-    fail "the log does not say the shard group inside host 0 uses shared memory" "$tmp/host0.log"
+    fail "the log does not say the group inside host 0 uses shared memory" "$tmp/host0.log"
+fi
+if [[ "$strategy" == *tensor_parallel* ]]; then
+  grep -q "tensor parallel: 2 groups of 2 consecutive ranks, data over 2 replicas" "$tmp/host0.log" ||
+    fail "the log does not say the tensor-parallel groups" "$tmp/host0.log"
+  grep -q "communicator on group \[0, 2\]: .* over TCP" "$tmp/host0.log" ||
+    fail "the log does not say the data-parallel group crosses hosts over TCP" "$tmp/host0.log"
 fi
 "$bin" --config "$tmp/job.yaml" --nproc-per-node 4 --set work_dir="$tmp/one" >"$tmp/one.log" 2>&1 ||
   fail "1 host x 4 ranks failed" "$tmp/one.log"
