@@ -218,6 +218,15 @@ TEST_F(TensorParallelTest, PlansTheModelCannotRunAreRefusedNamingWhy) {
            "tok_embeddings: vocab, output: vocab}}}",
            2, 2),
        2, "layers.0.feed_forward is replicated; sequence-parallel norms need every block split"},
+      {"sp_seq_len",
+       [&] {
+         std::string j =
+             job("{type: ddp, tensor_parallel: {size: 2, sequence_parallel: true}}", 2, 2);
+         j.replace(j.find("max_seq_len: 16"), 15, "max_seq_len: 15");
+         j.replace(j.find("block_size: 16"), 14, "block_size: 14");
+         return j;
+       }(),
+       2, "model.max_seq_len 15 is not divisible by tensor_parallel size 2 (sequence parallel"},
   };
   for (const Case& c : cases) {
     auto r = run(c.name, c.yaml, c.ranks);
