@@ -204,11 +204,6 @@ at::Tensor TensorParallelPlan::whole(const at::Tensor& block, int64_t dim) const
   return all.movedim(0, dim).flatten(dim, dim + 1);
 }
 
-at::Tensor TensorParallelPlan::block_of(const at::Tensor& whole, int64_t dim) const {
-  const int64_t rows = whole.size(dim) / size();
-  return whole.narrow(dim, rank() * rows, rows).contiguous();
-}
-
 std::vector<int64_t> TensorParallelPlan::whole_shape(at::IntArrayRef block, int64_t dim) const {
   std::vector<int64_t> shape = block.vec();
   shape[static_cast<size_t>(dim)] *= size();
@@ -216,11 +211,10 @@ std::vector<int64_t> TensorParallelPlan::whole_shape(at::IntArrayRef block, int6
 }
 
 namespace {
-// Elements of one row of a block split along `dim`: its elements from dim on.
+// Elements of one row of a block split along `dim`: its elements from dim on
+// (dim 0: all of them).
 int64_t row_numel(at::IntArrayRef block, int64_t dim) {
-  int64_t n = 1;
-  for (size_t d = static_cast<size_t>(dim); d < block.size(); ++d) n *= block[d];
-  return n;
+  return c10::multiply_integers(block.begin() + dim, block.end());
 }
 }  // namespace
 
@@ -238,11 +232,7 @@ TensorParallelPlan::WholeRange TensorParallelPlan::whole_range(at::IntArrayRef b
     throw host::HostError(RH_ERROR_INTERNAL,
                           "a shard of a tensor-parallel block that is not whole "
                           "block rows");
-  if (dim == 0) {
-    int64_t block_numel = 1;
-    for (int64_t d : block) block_numel *= d;
-    return {rank() * block_numel + offset, numel, 0};
-  }
+  if (dim == 0) return {rank() * row_numel(block, 0) + offset, numel, 0};
   const int64_t row = row_numel(block, dim), n = size();
   return {offset * n, numel * n, numel / row};
 }
@@ -296,7 +286,7 @@ void TensorParallelPlan::check_optimizer_params(std::vector<optim::OptimParam>& 
   }
   if (sharded_checkpoint) return;
   for (const auto& [p, dim] : shards) {
-    if (p->full_offset == 0 && p->param.numel() == c10::multiply_integers(p->full_shape)) continue;
+    if (p->full_offset == 0 && p->param.numel() == row_numel(p->full_shape, 0)) continue;
     std::ostringstream msg;
     msg << strategy_ << ": its optimizer tensor of '" << p->name << "' holds elements " << range(*p)
         << " of the block " << at::IntArrayRef(p->full_shape)

@@ -61,10 +61,8 @@ class TensorParallelPlan {
   int64_t split_dim(const std::string& name) const;
   // Checkpoints hold whole tensors (one layout for every strategy):
   // `block` (this rank's, split along `dim`) made whole again from the
-  // group's blocks (collective on the group), and this rank's block of a
-  // whole tensor.
+  // group's blocks (collective on the group).
   at::Tensor whole(const at::Tensor& block, int64_t dim) const;
-  at::Tensor block_of(const at::Tensor& whole, int64_t dim) const;
   // The whole shape of a tensor of `block`'s shape split along `dim`.
   std::vector<int64_t> whole_shape(at::IntArrayRef block, int64_t dim) const;
 

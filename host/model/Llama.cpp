@@ -136,6 +136,20 @@ bool planned_split(const TensorParallel& tp, const std::string& prefix,
   return true;
 }
 
+// Into a split block (colwise, or the output's vocabulary) on `group` (none:
+// whole): f, or with sequence parallel the positions gathered.
+at::Tensor enter_split(const at::Tensor& x, TpGroup* group, bool sequence) {
+  if (group == nullptr) return x;
+  return sequence ? tp_sequence_gather(x, *group) : tp_copy(x, *group);
+}
+
+// Out of a split block (rowwise, or the embedding's vocabulary): g, or with
+// sequence parallel the sum reduce-scattered along the sequence.
+at::Tensor leave_split(const at::Tensor& x, TpGroup* group, bool sequence) {
+  if (group == nullptr) return x;
+  return sequence ? tp_sequence_scatter(x, *group) : tp_reduce(x, *group);
+}
+
 // This rank's rows of `cols`, columns of `row`.
 void keep_blocks(const TpGroup& g, const std::string& prefix, const std::vector<NamedLinear>& cols,
                  const NamedLinear& row, std::vector<TpSplit>& out) {
@@ -201,28 +215,19 @@ class LlamaLayer {
           name + (attention_group_ == nullptr ? ".attention" : ".feed_forward") +
           " is replicated; sequence-parallel norms need every block split (the activations "
           "between them are sharded along the sequence)");
-    attention_norm_.sequence = ffn_norm_.sequence = sequence_group_ = &g;
+    attention_norm_.sequence = ffn_norm_.sequence = &g;
+    sequence_ = true;
   }
 
  private:
-  // Into a colwise block: f, or the positions gathered (sequence parallel).
-  at::Tensor enter(const at::Tensor& x, TpGroup* group) const {
-    if (group == nullptr) return x;
-    return sequence_group_ != nullptr ? tp_sequence_gather(x, *group) : tp_copy(x, *group);
-  }
-  // Out of a rowwise block: g, or reduce-scattered along the sequence.
-  at::Tensor leave(const at::Tensor& x, TpGroup* group) const {
-    if (group == nullptr) return x;
-    return sequence_group_ != nullptr ? tp_sequence_scatter(x, *group) : tp_reduce(x, *group);
-  }
-
   at::Tensor feed_forward(at::Tensor n) const {
-    n = enter(n, ffn_group_);
-    return leave(w2_.forward(at::silu(w1_.forward(n)) * w3_.forward(n)), ffn_group_);
+    n = enter_split(n, ffn_group_, sequence_);
+    return leave_split(w2_.forward(at::silu(w1_.forward(n)) * w3_.forward(n)), ffn_group_,
+                       sequence_);
   }
 
   at::Tensor attention(at::Tensor x, const Rotary& r) const {
-    x = enter(x, attention_group_);
+    x = enter_split(x, attention_group_, sequence_);
     const int64_t B = x.size(0), T = x.size(1), H = heads_, KV = kv_heads_;
     const int64_t hd = c_.head_dim(), rep = H / KV;
     const at::Tensor q = rotate(wq_.forward(x).view({B, T, H, hd}), r);
@@ -235,14 +240,15 @@ class LlamaLayer {
     const at::Tensor out = self_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                           /*causal=*/true, 0.0,
                                           /*training=*/false, kernel_);  // (B, H, T, hd)
-    return leave(wo_.forward(out.transpose(1, 2).reshape({B, T, H * hd})), attention_group_);
+    return leave_split(wo_.forward(out.transpose(1, 2).reshape({B, T, H * hd})), attention_group_,
+                       sequence_);
   }
 
   LlamaConfig c_;
   int64_t heads_ = c_.n_heads, kv_heads_ = c_.n_kv_heads;  // this rank's
   TpGroup* attention_group_ = nullptr;                     // set: split by heads
   TpGroup* ffn_group_ = nullptr;                           // set: split by hidden features
-  TpGroup* sequence_group_ = nullptr;                      // set: sequence-parallel norms
+  bool sequence_ = false;                                  // sequence-parallel norms
   AttentionKernel kernel_ = default_attention_kernel();
   RmsNorm attention_norm_, ffn_norm_;
   Linear wq_, wk_, wv_, wo_, w1_, w2_, w3_;
@@ -340,7 +346,8 @@ class Llama final : public BuiltinModel {
     }
     for (size_t i = 0; i < layers_.size(); ++i)
       layers_[i].parallelize(tp, "layers." + std::to_string(i), sequence, out);
-    if (sequence) norm_.sequence = sequence_group_ = &g;
+    if (sequence) norm_.sequence = &g;
+    sequence_ = sequence;
     require_style(tp, "output", {TpStyle::Replicate, TpStyle::Vocab, TpStyle::Colwise},
                   "the output layer is replicated or split by vocabulary (colwise)");
     if (tp.style_of("output") != TpStyle::Replicate) {
@@ -362,16 +369,14 @@ class Llama final : public BuiltinModel {
     const at::Tensor outside = (local < 0).logical_or(local >= rows);
     const at::Tensor e = tok_embeddings_.forward(local.masked_fill(outside, 0))
                              .masked_fill(outside.unsqueeze(-1), 0);
-    return sequence_group_ != nullptr ? tp_sequence_scatter(e, *embed_group_)
-                                      : tp_reduce(e, *embed_group_);
+    return leave_split(e, embed_group_, sequence_);
   }
 
   // Split by vocabulary: this rank's logits, gathered.
   at::Tensor logits(const at::Tensor& h) const {
     if (output_group_ == nullptr) return output_.forward(h);
-    const at::Tensor in = sequence_group_ != nullptr ? tp_sequence_gather(h, *output_group_)
-                                                     : tp_copy(h, *output_group_);
-    return tp_gather_last(output_.forward(in), *output_group_);
+    return tp_gather_last(output_.forward(enter_split(h, output_group_, sequence_)),
+                          *output_group_);
   }
 
   LlamaConfig config_;
@@ -379,9 +384,9 @@ class Llama final : public BuiltinModel {
   std::vector<LlamaLayer> layers_;
   RmsNorm norm_;
   Linear output_;
-  TpGroup* embed_group_ = nullptr;     // set: tok_embeddings split by vocabulary
-  TpGroup* output_group_ = nullptr;    // set: output split by vocabulary
-  TpGroup* sequence_group_ = nullptr;  // set: sequence-parallel norms
+  TpGroup* embed_group_ = nullptr;   // set: tok_embeddings split by vocabulary
+  TpGroup* output_group_ = nullptr;  // set: output split by vocabulary
+  bool sequence_ = false;            // sequence-parallel norms
 };
 
 }  // namespace

@@ -171,6 +171,17 @@ inline CommandResult run_job(const TempDir& dir, const std::string& name, const 
                      quote(RH_RUNNER_HOST) + " --config " + name + ".yaml" + launch);
 }
 
+// `resume:` for a run named `to`, from a copy of run `from`'s checkpoint
+// `iter` in its own work_dir (dir / to), holding only that checkpoint.
+inline std::string resume_from_copy(const TempDir& dir, const std::string& from, int iter,
+                                    const std::string& to) {
+  std::filesystem::create_directories(dir / to);
+  const std::string name = "iter_" + std::to_string(iter);
+  std::filesystem::copy(dir / from / name, dir / to / name,
+                        std::filesystem::copy_options::recursive);
+  return "resume: " + (dir / to / name).string() + "\n";
+}
+
 // The attention's key bias (elements [D, 2D) of attn.qkv.bias) gets a
 // gradient that is zero in exact arithmetic (softmax does not change when
 // every logit of a query moves by q·b), so what it receives is rounding

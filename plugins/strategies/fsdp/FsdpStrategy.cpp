@@ -92,11 +92,8 @@ void FsdpStrategy::traits(rh_StrategyTraits& t) const {
 
 void FsdpStrategy::setup_env(rh_SetupEnvArgs& args) {
   // With tensor_parallel: the mesh's data-parallel group (every rank
-  // makes every group, collectively).
-  world_ =
-      args.world != nullptr ? mesh_.make_groups(host_, args.world, "strategy 'fsdp'") : nullptr;
-  if (args.world == nullptr && mesh_.size() > 1)
-    node_.child("tensor_parallel").throw_error("needs the host's world communicator");
+  // makes every group, collectively); the world itself without.
+  world_ = mesh_.make_groups(host_, args.world, "strategy 'fsdp'");
   if (world_ != nullptr && host_->Comm_ReduceScatter == nullptr)
     throw rh::Exception(RH_ERROR_FAILED_PRECONDITION,
                         "strategy 'fsdp' needs the host's reduce-scatter (ABI 1.0 "

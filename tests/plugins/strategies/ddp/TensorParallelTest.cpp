@@ -78,10 +78,7 @@ class TensorParallelTest : public ::testing::Test {
   // A copy of `from`'s work_dir holding only its checkpoint `iter`, for a
   // run named `to` to resume.
   std::string resume_from(const std::string& from, int iter, const std::string& to) {
-    fs::create_directories(dir / to);
-    const std::string name = "iter_" + std::to_string(iter);
-    fs::copy(dir / from / name, dir / to / name, fs::copy_options::recursive);
-    return "resume: " + (dir / to / name).string() + "\n";
+    return rh::test::resume_from_copy(dir, from, iter, to);
   }
   double last_train(const std::string& run, const std::string& metric) {
     const auto lines = rh::test::metric_lines(dir / run / "metrics.jsonl", "train");
